@@ -1,0 +1,248 @@
+"""Multi-head scaled dot-product attention (paper section 3.2).
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
+        head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+
+Mask convention, everywhere in this package: True (or 1) means "may attend",
+False (or 0) means "masked out". This is Keras' convention; PyTorch's
+`nn.MultiheadAttention` uses the opposite one.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.layers import _validation
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention with padding, causal and explicit masks, and a cache.
+
+    Args:
+        num_heads: number of heads h.
+        key_dim: size of each head's queries and keys, d_k.
+        value_dim: size of each head's values, d_v. Defaults to `key_dim`.
+            Table 3 rows (A) and (B) change these independently of d_model.
+        dropout: dropout rate on the attention weights (0 in the paper).
+        output_dim: size of the output projection W^O. Defaults to the last
+            dimension of the query.
+        use_bias: whether the four projections have biases.
+        kernel_initializer, bias_initializer: for the four projections.
+
+    Call arguments:
+        query: `(batch, target_length, dim)`.
+        value: `(batch, source_length, dim)`; `query` again for self-attention.
+            May be `None` when `cache` holds precomputed keys and values.
+        key: defaults to `value`.
+        attention_mask: boolean, broadcastable to
+            `(batch, target_length, source_length)`; True means attend.
+        use_causal_mask: forbid attending to later positions. With a
+            self-attention cache, query row r sits at position
+            `cache_update_index + r`.
+        cache: `(keys, values)`, each `(batch, cache_length, heads, dim)`.
+            With `cache_update_index` this is a self-attention cache: the keys
+            and values of `value` are written at that index and attention runs
+            over the whole cache (slots not yet written must be masked out,
+            which the causal mask does). Without `cache_update_index` it holds
+            keys and values precomputed by `key_value_cache` (cross-attention)
+            and `key`/`value` are ignored.
+        cache_update_index: integer scalar, position of the first query row.
+        return_attention_scores: also return the attention weights,
+            `(batch, heads, target_length, source_length)`.
+        value_mask, key_mask: Keras masks of `value` and `key`, filled in
+            automatically when those inputs carry one (for example from an
+            `Embedding(mask_zero=True)`), combined with `attention_mask`.
+
+    Returns:
+        `output`, then the attention weights if requested, then the updated
+        cache if a cache was given (a tuple whenever there is more than one).
+
+    Example:
+
+    >>> layer = MultiHeadAttention(num_heads=2, key_dim=4)
+    >>> x = keras.random.normal((3, 5, 8))
+    >>> layer(x, x, use_causal_mask=True).shape
+    (3, 5, 8)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        dropout=0.0,
+        output_dim=None,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _validation.check_positive_int("num_heads", num_heads)
+        _validation.check_positive_int("key_dim", key_dim)
+        if value_dim is not None:
+            _validation.check_positive_int("value_dim", value_dim)
+        _validation.check_rate("dropout", dropout)
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim or key_dim
+        self.dropout = dropout
+        self.output_dim = output_dim
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+        self._dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+
+    def build(self, query_shape, value_shape=None, key_shape=None):
+        def dense(units, name):
+            return keras.layers.Dense(
+                units,
+                use_bias=self.use_bias,
+                kernel_initializer=self.kernel_initializer,
+                bias_initializer=self.bias_initializer,
+                dtype=self.dtype_policy,
+                name=name,
+            )
+
+        value_shape = query_shape if value_shape is None else value_shape
+        key_shape = value_shape if key_shape is None else key_shape
+        self.query_dense = dense(self.num_heads * self.key_dim, "query")
+        self.query_dense.build(query_shape)
+        self.key_dense = dense(self.num_heads * self.key_dim, "key")
+        self.key_dense.build(key_shape)
+        self.value_dense = dense(self.num_heads * self.value_dim, "value")
+        self.value_dense.build(value_shape)
+        self.output_dense = dense(self.output_dim or query_shape[-1], "attention_output")
+        self.output_dense.build(tuple(query_shape[:-1]) + (self.num_heads * self.value_dim,))
+
+    def _split_heads(self, x, head_dim):
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        return ops.reshape(x, (batch, length, self.num_heads, head_dim))
+
+    def key_value_cache(self, key, value=None):
+        """Projects encoder output once into the `(keys, values)` cache that
+        cross-attention reads at every decoding step."""
+        value = key if value is None else value
+        return (
+            self._split_heads(self.key_dense(key), self.key_dim),
+            self._split_heads(self.value_dense(value), self.value_dim),
+        )
+
+    @staticmethod
+    def _write_cache(cache, update, index):
+        """Writes `update` into `cache` along axis 1 starting at `index`.
+
+        Not `ops.slice_update`: on TensorFlow it lowers to the XLA op
+        XlaDynamicUpdateSlice, which tf2onnx cannot convert. A select over the
+        cache costs one pass over it, which attention pays anyway.
+        """
+        offset = ops.arange(ops.shape(cache)[1]) - index
+        steps = ops.shape(update)[1]
+        inside = ops.logical_and(offset >= 0, offset < steps)[None, :, None, None]
+        spread = ops.take(update, ops.clip(offset, 0, steps - 1), axis=1)
+        return ops.where(inside, ops.cast(spread, cache.dtype), cache)
+
+    def _mask(self, query_length, key_length, attention_mask, use_causal_mask,
+              position_offset, value_mask, key_mask):
+        """Combines all masks into one boolean `(batch|1, 1, Tq, Tk)` or None."""
+        mask = None
+
+        def combine(mask, extra):
+            extra = ops.cast(extra, "bool")
+            return extra if mask is None else ops.logical_and(mask, extra)
+
+        for padding in (value_mask, key_mask):
+            if padding is not None:
+                mask = combine(mask, padding[:, None, :])
+        if attention_mask is not None:
+            mask = combine(mask, attention_mask)
+        if use_causal_mask:
+            rows = ops.arange(query_length)[:, None] + position_offset
+            cols = ops.arange(key_length)[None, :]
+            mask = combine(mask, (cols <= rows)[None])
+        if mask is not None and len(mask.shape) == 3:
+            mask = mask[:, None]
+        return mask
+
+    def call(
+        self,
+        query,
+        value=None,
+        key=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        cache=None,
+        cache_update_index=None,
+        return_attention_scores=False,
+        training=None,
+        value_mask=None,
+        key_mask=None,
+    ):
+        value = query if value is None and cache is None else value
+        key = value if key is None else key
+        queries = self._split_heads(self.query_dense(query), self.key_dim)
+        if cache is not None and cache_update_index is None:
+            keys, values = cache  # a `value_mask` here must cover the cached keys
+        else:
+            keys, values = self.key_value_cache(key, value)
+            if cache is not None:
+                keys = self._write_cache(cache[0], keys, cache_update_index)
+                values = self._write_cache(cache[1], values, cache_update_index)
+                cache = (keys, values)
+                # Masks of `value` cover only the rows just written, not the
+                # cache; slots not yet written are hidden by the causal mask.
+                value_mask = key_mask = None
+        mask = self._mask(
+            ops.shape(queries)[1],
+            ops.shape(keys)[1],
+            attention_mask,
+            use_causal_mask,
+            0 if cache_update_index is None else cache_update_index,
+            value_mask,
+            key_mask,
+        )
+        scale = 1.0 / math.sqrt(self.key_dim)
+        dropout_active = training and self.dropout > 0
+        if return_attention_scores or dropout_active:
+            # ops.dot_product_attention neither returns the weights nor drops
+            # them out, so these two cases spell the formula out.
+            logits = ops.einsum("bqhd,bkhd->bhqk", queries, keys) * ops.cast(
+                scale, queries.dtype
+            )
+            logits = ops.cast(logits, "float32")
+            if mask is not None:
+                logits = ops.where(mask, logits, -1e9)
+            weights = ops.cast(ops.softmax(logits, axis=-1), queries.dtype)
+            dropped = self._dropout_layer(weights, training=training)
+            attended = ops.einsum("bhqk,bkhd->bqhd", dropped, values)
+        else:
+            # Fused kernels on GPU backends; on TF it is the same two einsums.
+            attended = ops.dot_product_attention(
+                queries, keys, values, mask=mask, scale=scale
+            )
+        batch, length = ops.shape(attended)[0], ops.shape(attended)[1]
+        output = self.output_dense(
+            ops.reshape(attended, (batch, length, self.num_heads * self.value_dim))
+        )
+        results = (output,)
+        if return_attention_scores:
+            results += (weights,)
+        if cache is not None:
+            results += (cache,)
+        return results[0] if len(results) == 1 else results
+
+    def get_config(self):
+        return super().get_config() | {
+            "num_heads": self.num_heads,
+            "key_dim": self.key_dim,
+            "value_dim": self.value_dim,
+            "dropout": self.dropout,
+            "output_dim": self.output_dim,
+            "use_bias": self.use_bias,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+        }

@@ -1,0 +1,108 @@
+"""One decoder layer (paper section 3.1): causal self-attention, attention over
+the encoder output, then feed-forward."""
+
+import keras
+
+from keras_transformer.layers.residual import TransformerLayerBase, residual_block
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerDecoderLayer(TransformerLayerBase):
+    """Masked self-attention, encoder-decoder attention and a position-wise
+    feed-forward network, each wrapped in residual dropout and LayerNorm.
+
+    Constructor arguments: as `TransformerEncoderLayer`.
+
+    Call arguments:
+        decoder_sequence: `(batch, target_length, d_model)`.
+        encoder_sequence: `(batch, source_length, d_model)`, the encoder
+            output. A layer first called without it has no cross-attention
+            (a decoder-only layer).
+        decoder_padding_mask, encoder_padding_mask: `(batch, length)`, True for
+            real tokens; default to the Keras masks the sequences carry.
+        use_causal_mask: position t attends only to positions <= t (default).
+        self_attention_cache: `(keys, values)`, each
+            `(batch, max_length, heads, head_dim)`, for incremental decoding,
+            with `self_attention_cache_update_index`, the position of the first
+            row of `decoder_sequence`.
+        cross_attention_cache: `(keys, values)` from `cross_attention_cache()`,
+            so that the encoder output is projected once, not at every step;
+            `encoder_sequence` is then not needed, `encoder_padding_mask` is.
+        return_attention_scores: also return the weights of both attentions.
+
+    Returns:
+        `output`, then `(self_attention_weights, cross_attention_weights)` if
+        requested, then the updated self-attention cache if one was given.
+
+    Example:
+
+    >>> layer = TransformerDecoderLayer(num_heads=2, d_ff=16)
+    >>> target, source = keras.ops.ones((2, 4, 8)), keras.ops.ones((2, 6, 8))
+    >>> layer(target, source).shape
+    (2, 4, 8)
+    """
+
+    def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        super().build(decoder_sequence_shape)
+        self.cross_attention = None
+        if encoder_sequence_shape is not None:
+            self.cross_attention = self._attention(decoder_sequence_shape, "cross_attention")
+            self.cross_attention.build(decoder_sequence_shape, encoder_sequence_shape)
+            self.cross_attention_norm = self._norm(decoder_sequence_shape, "cross_attention_norm")
+
+    def cross_attention_cache(self, encoder_sequence):
+        """Keys and values of the encoder output, computed once per sentence."""
+        return self.cross_attention.key_value_cache(encoder_sequence)
+
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+        use_causal_mask=True,
+        self_attention_cache=None,
+        self_attention_cache_update_index=None,
+        cross_attention_cache=None,
+        return_attention_scores=False,
+        training=None,
+    ):
+        if (self_attention_cache is None) != (self_attention_cache_update_index is None):
+            raise ValueError(
+                "`self_attention_cache` and `self_attention_cache_update_index` "
+                "go together: the index is the position of the first row of "
+                "`decoder_sequence` in the cache."
+            )
+
+        def self_attend(x):
+            return self.self_attention(
+                x, x, value_mask=decoder_padding_mask, use_causal_mask=use_causal_mask,
+                cache=self_attention_cache, cache_update_index=self_attention_cache_update_index,
+                return_attention_scores=return_attention_scores, training=training,
+            )
+
+        def cross_attend(x):
+            return self.cross_attention(
+                x, encoder_sequence, value_mask=encoder_padding_mask,
+                cache=cross_attention_cache,
+                return_attention_scores=return_attention_scores, training=training,
+            )
+
+        x, self_extras = residual_block(
+            decoder_sequence, self_attend, self.self_attention_norm,
+            self.residual_dropout, self.norm_first, training,
+        )
+        cross_weights = None
+        if self.cross_attention is not None:
+            x, cross_extras = residual_block(
+                x, cross_attend, self.cross_attention_norm,
+                self.residual_dropout, self.norm_first, training,
+            )
+            cross_weights = cross_extras[0] if return_attention_scores else None
+        x = self._feed_forward_block(x, training)
+        results = (x,)
+        if return_attention_scores:
+            results += ((self_extras[0], cross_weights),)
+        if self_attention_cache is not None:
+            results += (self_extras[-1],)
+        return results[0] if len(results) == 1 else results

@@ -1,0 +1,102 @@
+"""Token embeddings shared with the pre-softmax projection (paper section 3.4).
+
+"We share the same weight matrix between the two embedding layers and the
+pre-softmax linear transformation ... In the embedding layers, we multiply
+those weights by sqrt(d_model)."
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.layers import _validation
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SharedEmbedding(keras.layers.Layer):
+    """Embeds token ids, scaled by sqrt(d_model); reversed, turns vectors into logits.
+
+    `layer(ids)` looks up `E[ids] * sqrt(d_model)`. `layer(x, reverse=True)`
+    returns `x E^T`, the pre-softmax logits tied to the same matrix E, in
+    float32 even under mixed precision so that the softmax and the loss stay
+    stable. Calling one instance for the source ids, the target ids and the
+    logits shares E between all three, as the paper does with a shared
+    vocabulary.
+
+    Args:
+        vocab_size: number of token ids.
+        d_model: embedding size.
+        scale: multiply looked-up vectors by sqrt(d_model) (the paper does).
+        mask_zero: id 0 is padding, and looked-up vectors carry a Keras mask.
+        embeddings_initializer: defaults to a normal with standard deviation
+            d_model^-0.5, so that the scaled embeddings have unit variance (as
+            tensor2tensor initialises them).
+
+    Example:
+
+    >>> embed = SharedEmbedding(vocab_size=100, d_model=8)
+    >>> vectors = embed(keras.ops.array([[5, 9, 0]]))
+    >>> embed(vectors, reverse=True).shape
+    (1, 3, 100)
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        d_model,
+        scale=True,
+        mask_zero=True,
+        embeddings_initializer=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _validation.check_positive_int("vocab_size", vocab_size)
+        _validation.check_positive_int("d_model", d_model)
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.scale = scale
+        self.mask_zero = mask_zero
+        self.embeddings_initializer = keras.initializers.get(
+            embeddings_initializer
+            or keras.initializers.RandomNormal(stddev=d_model**-0.5)
+        )
+
+    def build(self, input_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocab_size, self.d_model),
+            initializer=self.embeddings_initializer,
+        )
+
+    def call(self, inputs, reverse=False):
+        if reverse:
+            logits = ops.matmul(inputs, ops.transpose(ops.cast(self.embeddings, inputs.dtype)))
+            return ops.cast(logits, "float32")
+        vectors = ops.take(self.embeddings, ops.cast(inputs, "int32"), axis=0)
+        if self.scale:
+            vectors = vectors * ops.cast(math.sqrt(self.d_model), vectors.dtype)
+        return ops.cast(vectors, self.compute_dtype)
+
+    def compute_mask(self, inputs, mask=None):
+        # Only a lookup (integer input) creates a mask; the reverse call keeps
+        # whatever mask its input carried.
+        if self.mask_zero and "int" in str(inputs.dtype):
+            return ops.not_equal(inputs, 0)
+        return mask
+
+    def compute_output_spec(self, inputs, reverse=False):
+        if reverse:
+            return keras.KerasTensor(inputs.shape[:-1] + (self.vocab_size,), "float32")
+        return keras.KerasTensor(inputs.shape + (self.d_model,), self.compute_dtype)
+
+    def get_config(self):
+        return super().get_config() | {
+            "vocab_size": self.vocab_size,
+            "d_model": self.d_model,
+            "scale": self.scale,
+            "mask_zero": self.mask_zero,
+            "embeddings_initializer": keras.initializers.serialize(
+                self.embeddings_initializer
+            ),
+        }

@@ -1,0 +1,175 @@
+"""`TransformerConfig`: every hyperparameter of a model in one validated value,
+the paper's presets, and Table 3's variants as overrides."""
+
+import dataclasses
+import json
+
+import keras
+
+POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+    """Hyperparameters of an encoder-decoder Transformer.
+
+    Defaults are the paper's base model (Table 3, first row). Instances are
+    immutable and checked on construction; derive variants with `replace`:
+
+    >>> BASE.replace(num_heads=16, key_dim=32, value_dim=32).num_heads
+    16
+
+    Attributes:
+        num_encoder_layers, num_decoder_layers: N (6 and 6 in the paper).
+        d_model: width of every residual stream, embedding and sub-layer output.
+        d_ff: inner size of the feed-forward networks.
+        num_heads: h.
+        key_dim, value_dim: per-head d_k and d_v. `None` means d_model / h,
+            which then must divide evenly.
+        dropout: P_drop, on every sub-layer output and on the embedding sums.
+        attention_dropout: on the attention weights (not in the paper: 0).
+        ffn_dropout: on the feed-forward inner activations (not in the paper: 0).
+        activation: feed-forward activation; the paper's is "relu".
+        label_smoothing: eps_ls of the training loss.
+        positional_encoding: "sinusoidal" (the paper) or "learned" (Table 3 E).
+        norm_first: False is the paper's post-norm; True is pre-norm.
+        shared_vocabulary: source and target share one embedding matrix (the
+            paper's shared BPE vocabulary). The target embedding is always tied
+            to the pre-softmax projection.
+        max_length: the longest sequence, in tokens, the model accepts (the
+            size of a learned positional table; also the limit decoding and the
+            data pipeline enforce).
+        layer_norm_epsilon: epsilon of every LayerNorm.
+    """
+
+    num_encoder_layers: int = 6
+    num_decoder_layers: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    num_heads: int = 8
+    key_dim: int | None = None
+    value_dim: int | None = None
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    ffn_dropout: float = 0.0
+    activation: str = "relu"
+    label_smoothing: float = 0.1
+    positional_encoding: str = "sinusoidal"
+    norm_first: bool = False
+    shared_vocabulary: bool = True
+    max_length: int = 256
+    layer_norm_epsilon: float = 1e-6
+
+    def __post_init__(self):
+        for name in ("num_encoder_layers", "num_decoder_layers", "d_model", "d_ff",
+                     "num_heads", "max_length"):
+            _require(name, _is_int(getattr(self, name)) and getattr(self, name) >= 1,
+                     "a positive integer")
+        for name in ("key_dim", "value_dim"):
+            value = getattr(self, name)
+            _require(name, value is None or (_is_int(value) and value >= 1),
+                     "None (meaning d_model / num_heads) or a positive integer")
+        if self.key_dim is None and self.d_model % self.num_heads:
+            raise ValueError(
+                f"TransformerConfig.d_model={self.d_model} is not divisible by "
+                f"num_heads={self.num_heads}: d_model must be a multiple of "
+                "num_heads, or key_dim (and value_dim) must be given."
+            )
+        for name in ("dropout", "attention_dropout", "ffn_dropout", "label_smoothing"):
+            value = getattr(self, name)
+            _require(name, isinstance(value, (int, float)) and not isinstance(value, bool)
+                     and 0.0 <= value < 1.0, "a number in [0, 1)")
+        _require("positional_encoding", self.positional_encoding in POSITIONAL_ENCODINGS,
+                 f"one of {POSITIONAL_ENCODINGS}")
+        if self.positional_encoding == "sinusoidal":
+            _require("d_model", self.d_model % 2 == 0,
+                     "even with sinusoidal positional encoding (sines and cosines pair up)")
+        try:
+            keras.activations.get(self.activation)
+        except ValueError:
+            _require("activation", False, "the name of a Keras activation such as 'relu'")
+        for name in ("norm_first", "shared_vocabulary"):
+            _require(name, isinstance(getattr(self, name), bool), "True or False")
+        _require("layer_norm_epsilon", isinstance(self.layer_norm_epsilon, float)
+                 and self.layer_norm_epsilon > 0, "a positive float")
+
+    @property
+    def head_key_dim(self):
+        """d_k as the layers use it."""
+        return self.key_dim or self.d_model // self.num_heads
+
+    @property
+    def head_value_dim(self):
+        """d_v as the layers use it."""
+        return self.value_dim or self.head_key_dim
+
+    def replace(self, **overrides):
+        """A copy with some fields changed, validated like a new config."""
+        unknown = set(overrides) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ValueError(
+                f"Unknown TransformerConfig field(s) {sorted(unknown)}; valid fields "
+                f"are {[f.name for f in dataclasses.fields(self)]}."
+            )
+        return dataclasses.replace(self, **overrides)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values):
+        """Inverse of `to_dict`; unknown keys are an error, missing keys take
+        the base model's defaults."""
+        return cls().replace(**values)
+
+    def to_json(self):
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text):
+        return cls.from_dict(json.loads(text))
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _require(field, ok, allowed):
+    if not ok:
+        raise ValueError(f"TransformerConfig.{field} must be {allowed}.")
+
+
+BASE = TransformerConfig()
+"""The paper's base model: 6+6 layers, d_model 512, d_ff 2048, 8 heads, P_drop 0.1."""
+
+BIG = BASE.replace(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3)
+"""The paper's big model (dropout 0.3 as for EN-DE; the paper used 0.1 for EN-FR)."""
+
+PRESETS = {"base": BASE, "big": BIG}
+
+TABLE3_VARIANTS = {
+    # (A) number of heads at constant computation.
+    "A-h1": dict(num_heads=1, key_dim=512, value_dim=512),
+    "A-h4": dict(num_heads=4, key_dim=128, value_dim=128),
+    "A-h16": dict(num_heads=16, key_dim=32, value_dim=32),
+    "A-h32": dict(num_heads=32, key_dim=16, value_dim=16),
+    # (B) smaller attention keys (d_v stays 64).
+    "B-dk16": dict(key_dim=16, value_dim=64),
+    "B-dk32": dict(key_dim=32, value_dim=64),
+    # (C) model size.
+    "C-N2": dict(num_encoder_layers=2, num_decoder_layers=2),
+    "C-N4": dict(num_encoder_layers=4, num_decoder_layers=4),
+    "C-N8": dict(num_encoder_layers=8, num_decoder_layers=8),
+    "C-d256": dict(d_model=256, key_dim=32, value_dim=32),
+    "C-d1024": dict(d_model=1024, key_dim=128, value_dim=128),
+    "C-ff1024": dict(d_ff=1024),
+    "C-ff4096": dict(d_ff=4096),
+    # (D) regularisation.
+    "D-drop0.0": dict(dropout=0.0),
+    "D-drop0.2": dict(dropout=0.2),
+    "D-ls0.0": dict(label_smoothing=0.0),
+    "D-ls0.2": dict(label_smoothing=0.2),
+    # (E) learned instead of sinusoidal positions.
+    "E-learned": dict(positional_encoding="learned"),
+}
+"""Table 3's rows as overrides of `BASE`: `BASE.replace(**TABLE3_VARIANTS["C-N2"])`."""

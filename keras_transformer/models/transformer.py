@@ -1,0 +1,252 @@
+"""The encoder-decoder Transformer (paper section 3, Figure 1) as a functional
+Keras model, with the encoder, the decoder and a cached decoding step built
+from the same layers."""
+
+import keras
+from keras import ops
+
+from keras_transformer.layers import (
+    LearnedPositionalEmbedding,
+    SharedEmbedding,
+    SinusoidalPositionalEncoding,
+    TransformerDecoderLayer,
+    TransformerEncoderLayer,
+)
+from keras_transformer.layers import _validation
+from keras_transformer.models.config import BASE, BIG, TransformerConfig
+
+PAD_ID = 0
+"""Token id 0 is padding, in source and target ids alike."""
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Transformer(keras.Model):
+    """Encoder-decoder Transformer: `{"source_ids", "target_ids"}` -> logits.
+
+    A functional model whose inputs are int32 `source_ids` `(batch, S)` and
+    `target_ids` `(batch, T)` (the decoder input: the target shifted right
+    behind a start token), 0 being padding in both, and whose output is float32
+    logits `(batch, T, target_vocab_size)`: row t predicts target token t + 1.
+
+    Build it with `transformer()`, `transformer_base()` or `transformer_big()`.
+    It saves to `.keras` and loads with `safe_mode=True`; `get_config()` holds
+    the `TransformerConfig`, available again as `model.config`.
+
+    Beyond the functional graph it offers, on the same weights:
+        `encode(source_ids)` and `decode(target_ids, encoder_output, source_ids)`,
+        `encoder_model()` and `decoder_model()`: the two halves as functional
+            models (for export),
+        `initial_cache(...)` and `decode_step(...)`: incremental decoding with
+            fixed-shape key/value caches, for greedy and beam search.
+    """
+
+    def __init__(self, config, source_vocab_size, target_vocab_size=None, **kwargs):
+        if isinstance(config, dict):
+            config = TransformerConfig.from_dict(config)
+        _validation.check_positive_int("source_vocab_size", source_vocab_size)
+        target_vocab_size = source_vocab_size if target_vocab_size is None else target_vocab_size
+        _validation.check_positive_int("target_vocab_size", target_vocab_size)
+        if config.shared_vocabulary and target_vocab_size != source_vocab_size:
+            raise ValueError(
+                f"shared_vocabulary=True needs one vocabulary, but source_vocab_size="
+                f"{source_vocab_size} and target_vocab_size={target_vocab_size}; "
+                "use config.replace(shared_vocabulary=False) for separate vocabularies."
+            )
+        self._create_layers(config, source_vocab_size, target_vocab_size)
+        source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
+        target_ids = keras.Input(shape=(None,), dtype="int32", name="target_ids")
+        logits = self.decode(target_ids, self.encode(source_ids), source_ids)
+        super().__init__(
+            inputs={"source_ids": source_ids, "target_ids": target_ids},
+            outputs=logits,
+            **kwargs,
+        )
+        self.config = config
+        self.source_vocab_size = source_vocab_size
+        self.target_vocab_size = target_vocab_size
+
+    def _create_layers(self, config, source_vocab_size, target_vocab_size):
+        def embedding(vocab_size, name):
+            # Padding is masked explicitly from the ids, not through Keras
+            # masks, so that no mask leaks into the loss or the exports.
+            return SharedEmbedding(vocab_size, config.d_model, mask_zero=False, name=name)
+
+        def positions(name):
+            if config.positional_encoding == "learned":
+                return LearnedPositionalEmbedding(config.max_length, name=name)
+            return SinusoidalPositionalEncoding(name=name)
+
+        def stack(layer_class, count, prefix):
+            return [
+                layer_class(
+                    num_heads=config.num_heads,
+                    d_ff=config.d_ff,
+                    key_dim=config.head_key_dim,
+                    value_dim=config.head_value_dim,
+                    dropout=config.dropout,
+                    attention_dropout=config.attention_dropout,
+                    ffn_dropout=config.ffn_dropout,
+                    activation=config.activation,
+                    norm_first=config.norm_first,
+                    layer_norm_epsilon=config.layer_norm_epsilon,
+                    name=f"{prefix}_{index}",
+                )
+                for index in range(count)
+            ]
+
+        def final_norm(name):
+            # Pre-norm leaves the residual stream unnormalised after the last
+            # layer; post-norm already ends every layer with a LayerNorm.
+            if not config.norm_first:
+                return None
+            return keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name=name)
+
+        if config.shared_vocabulary:
+            self.source_embedding = self.target_embedding = embedding(
+                source_vocab_size, "shared_embedding"
+            )
+        else:
+            self.source_embedding = embedding(source_vocab_size, "source_embedding")
+            self.target_embedding = embedding(target_vocab_size, "target_embedding")
+        self.source_positions = positions("source_positions")
+        self.target_positions = positions("target_positions")
+        self.source_dropout = keras.layers.Dropout(config.dropout, name="source_dropout")
+        self.target_dropout = keras.layers.Dropout(config.dropout, name="target_dropout")
+        self.encoder_layers = stack(TransformerEncoderLayer, config.num_encoder_layers, "encoder_layer")
+        self.decoder_layers = stack(TransformerDecoderLayer, config.num_decoder_layers, "decoder_layer")
+        self.encoder_norm = final_norm("encoder_norm")
+        self.decoder_norm = final_norm("decoder_norm")
+
+    # ----------------------------------------------------------------- halves
+
+    def encode(self, source_ids, training=None):
+        """Source ids `(batch, S)` -> encoder output `(batch, S, d_model)`."""
+        padding_mask = ops.not_equal(source_ids, PAD_ID)
+        x = self.source_positions(self.source_embedding(source_ids))
+        x = self.source_dropout(x, training=training)
+        for layer in self.encoder_layers:
+            x = layer(x, padding_mask=padding_mask, training=training)
+        return x if self.encoder_norm is None else self.encoder_norm(x)
+
+    def decode(self, target_ids, encoder_output, source_ids, training=None):
+        """Teacher-forced decoder: all target positions at once -> logits."""
+        x = self.target_positions(self.target_embedding(target_ids))
+        x = self.target_dropout(x, training=training)
+        source_padding = ops.not_equal(source_ids, PAD_ID)
+        for layer in self.decoder_layers:
+            x = layer(x, encoder_output, encoder_padding_mask=source_padding, training=training)
+        return self._logits(x)
+
+    def _logits(self, x):
+        x = x if self.decoder_norm is None else self.decoder_norm(x)
+        return self.target_embedding(x, reverse=True)
+
+    def encoder_model(self):
+        """`source_ids -> encoder_output` as a functional model on these weights."""
+        source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
+        return keras.Model(source_ids, self.encode(source_ids), name="encoder")
+
+    def decoder_model(self):
+        """`{target_ids, encoder_output, source_ids} -> logits` as a functional
+        model on these weights (`source_ids` gives the source padding)."""
+        inputs = {
+            "target_ids": keras.Input(shape=(None,), dtype="int32", name="target_ids"),
+            "encoder_output": keras.Input(
+                shape=(None, self.config.d_model), dtype=self.compute_dtype, name="encoder_output"
+            ),
+            "source_ids": keras.Input(shape=(None,), dtype="int32", name="source_ids"),
+        }
+        logits = self.decode(inputs["target_ids"], inputs["encoder_output"], inputs["source_ids"])
+        return keras.Model(inputs, logits, name="decoder")
+
+    # ---------------------------------------------------- incremental decoding
+
+    def initial_cache(self, encoder_output, source_ids, max_length):
+        """The decoding state before the first step.
+
+        Cross-attention keys and values are computed here, once; the
+        self-attention caches are zeros of a fixed shape
+        `(batch, max_length, heads, head_dim)` so that a decoding loop keeps
+        static shapes (a `tf.while_loop`, XLA, an exported graph).
+
+        Returns:
+            A dict of tensors: `source_padding` `(batch, S)`, and per decoder
+            layer `self_keys`/`self_values`/`cross_keys`/`cross_values` lists.
+        """
+        batch = ops.shape(encoder_output)[0]
+        heads = self.config.num_heads
+        dtype = self.compute_dtype
+        cross = [layer.cross_attention_cache(encoder_output) for layer in self.decoder_layers]
+        layers = range(len(self.decoder_layers))
+        return {
+            "source_padding": ops.not_equal(source_ids, PAD_ID),
+            "cross_keys": [keys for keys, _ in cross],
+            "cross_values": [values for _, values in cross],
+            "self_keys": [
+                ops.zeros((batch, max_length, heads, self.config.head_key_dim), dtype) for _ in layers
+            ],
+            "self_values": [
+                ops.zeros((batch, max_length, heads, self.config.head_value_dim), dtype) for _ in layers
+            ],
+        }
+
+    def decode_step(self, target_ids, index, cache):
+        """Runs the decoder on the tokens at positions `index ...` only.
+
+        Args:
+            target_ids: `(batch, steps)`, usually one token per sentence.
+            index: integer scalar, position of `target_ids[:, 0]`.
+            cache: from `initial_cache` or the previous step.
+
+        Returns:
+            `(logits, cache)`: logits `(batch, steps, target_vocab_size)` equal
+            to the rows `index ...` of the full forward pass, and the cache
+            with these positions' keys and values written in.
+        """
+        x = self.target_positions(self.target_embedding(target_ids), start_index=index)
+        self_keys, self_values = [], []
+        for i, layer in enumerate(self.decoder_layers):
+            x, (keys, values) = layer(
+                x,
+                encoder_padding_mask=cache["source_padding"],
+                self_attention_cache=(cache["self_keys"][i], cache["self_values"][i]),
+                self_attention_cache_update_index=index,
+                cross_attention_cache=(cache["cross_keys"][i], cache["cross_values"][i]),
+            )
+            self_keys.append(keys)
+            self_values.append(values)
+        return self._logits(x), cache | {"self_keys": self_keys, "self_values": self_values}
+
+    # ---------------------------------------------------------- serialisation
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "config": self.config.to_dict(),
+            "source_vocab_size": self.source_vocab_size,
+            "target_vocab_size": self.target_vocab_size,
+        }
+
+
+def transformer(config, source_vocab_size, target_vocab_size=None, name="transformer"):
+    """Builds a `Transformer` from a config and vocabulary sizes.
+
+    `target_vocab_size=None` means the same size as the source; with
+    `config.shared_vocabulary` the two must be equal.
+    """
+    return Transformer(config, source_vocab_size, target_vocab_size, name=name)
+
+
+def transformer_base(vocab_size, **overrides):
+    """The paper's base model (about 65M parameters with a 37k vocabulary).
+
+    Keyword arguments override fields of `BASE`, e.g. the Table 3 variants:
+    `transformer_base(37000, **TABLE3_VARIANTS["C-N2"])`.
+    """
+    return transformer(BASE.replace(**overrides), vocab_size)
+
+
+def transformer_big(vocab_size, **overrides):
+    """The paper's big model (about 213M parameters with a 37k vocabulary)."""
+    return transformer(BIG.replace(**overrides), vocab_size)
