@@ -64,7 +64,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     >>> layer = MultiHeadAttention(num_heads=2, key_dim=4)
     >>> x = keras.random.normal((3, 5, 8))
-    >>> layer(x, x, use_causal_mask=True).shape
+    >>> tuple(layer(x, x, use_causal_mask=True).shape)
     (3, 5, 8)
     """
 

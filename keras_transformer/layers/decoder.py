@@ -38,7 +38,7 @@ class TransformerDecoderLayer(TransformerLayerBase):
 
     >>> layer = TransformerDecoderLayer(num_heads=2, d_ff=16)
     >>> target, source = keras.ops.ones((2, 4, 8)), keras.ops.ones((2, 6, 8))
-    >>> layer(target, source).shape
+    >>> tuple(layer(target, source).shape)
     (2, 4, 8)
     """
 

@@ -37,7 +37,7 @@ class SharedEmbedding(keras.layers.Layer):
 
     >>> embed = SharedEmbedding(vocab_size=100, d_model=8)
     >>> vectors = embed(keras.ops.array([[5, 9, 0]]))
-    >>> embed(vectors, reverse=True).shape
+    >>> tuple(embed(vectors, reverse=True).shape)
     (1, 3, 100)
     """
 

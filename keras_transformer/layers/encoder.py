@@ -28,7 +28,7 @@ class TransformerEncoderLayer(TransformerLayerBase):
 
     >>> layer = TransformerEncoderLayer(num_heads=2, d_ff=16)
     >>> padding = keras.ops.array([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]], "bool")
-    >>> layer(keras.ops.ones((2, 5, 8)), padding_mask=padding).shape
+    >>> tuple(layer(keras.ops.ones((2, 5, 8)), padding_mask=padding).shape)
     (2, 5, 8)
     """
 

@@ -26,7 +26,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
     Example:
 
     >>> ffn = PositionwiseFeedForward(d_ff=32)
-    >>> ffn(keras.ops.ones((2, 7, 8))).shape
+    >>> tuple(ffn(keras.ops.ones((2, 7, 8))).shape)
     (2, 7, 8)
     """
 
