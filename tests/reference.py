@@ -11,8 +11,8 @@ def softmax(x, axis=-1):
 
 
 def dense(x, layer):
-    kernel, bias = (np.asarray(w) for w in (layer.kernel, layer.bias))
-    return x @ kernel + bias
+    bias = 0.0 if layer.bias is None else np.asarray(layer.bias)
+    return x @ np.asarray(layer.kernel) + bias
 
 
 def layer_norm(x, layer, epsilon):

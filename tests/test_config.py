@@ -12,7 +12,11 @@ def test_presets_hold_the_papers_values():
     assert (BIG.d_model, BIG.d_ff, BIG.num_heads, BIG.head_key_dim, BIG.dropout) == (
         1024, 4096, 16, 64, 0.3)
     assert not BASE.norm_first and BASE.positional_encoding == "sinusoidal"
-    assert PRESETS == {"base": BASE, "big": BIG}
+    assert PRESETS["base"] is BASE and PRESETS["big"] is BIG
+    assert (BIG.train_steps, BIG.average_checkpoints, BASE.train_steps, BASE.average_checkpoints) == (
+        300_000, 20, 100_000, 5)
+    assert (BASE.warmup_steps, BASE.adam_beta_1, BASE.adam_beta_2, BASE.adam_epsilon) == (4000, 0.9, 0.98, 1e-9)
+    assert (BASE.beam_size, BASE.length_penalty, BASE.decode_margin, BASE.batch_tokens) == (4, 0.6, 50, 25000)
 
 
 def test_table3_variants_are_valid_overrides_of_base():
@@ -47,6 +51,13 @@ def test_json_round_trip():
         (dict(max_length=0), "max_length", "positive integer"),
         (dict(d_model=7, num_heads=1), "d_model", "even"),
         (dict(norm_first="yes"), "norm_first", "True or False"),
+        (dict(adam_beta_2=1.0), "adam_beta_2", r"\[0, 1\)"),
+        (dict(adam_epsilon=0.0), "adam_epsilon", "positive number"),
+        (dict(warmup_steps=0), "warmup_steps", "positive integer"),
+        (dict(batch_tokens=100), "batch_tokens", "at least max_length=256"),
+        (dict(length_penalty=-0.5), "length_penalty", ">= 0"),
+        (dict(decode_margin=-1), "decode_margin", ">= 0"),
+        (dict(beam_size=0), "beam_size", "positive integer"),
     ],
 )
 def test_bad_values_name_the_field_and_the_allowed_range(overrides, field, allowed):

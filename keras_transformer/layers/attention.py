@@ -29,7 +29,8 @@ class MultiHeadAttention(keras.layers.Layer):
         dropout: dropout rate on the attention weights (0 in the paper).
         output_dim: size of the output projection W^O. Defaults to the last
             dimension of the query.
-        use_bias: whether the four projections have biases.
+        use_bias: whether the query, value and output projections have biases
+            (the key projection never has one: the softmax cancels it).
         kernel_initializer, bias_initializer: for the four projections.
 
     Call arguments:
@@ -98,10 +99,10 @@ class MultiHeadAttention(keras.layers.Layer):
         self._dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, query_shape, value_shape=None, key_shape=None):
-        def dense(units, name):
+        def dense(units, name, use_bias=self.use_bias):
             return keras.layers.Dense(
                 units,
-                use_bias=self.use_bias,
+                use_bias=use_bias,
                 kernel_initializer=self.kernel_initializer,
                 bias_initializer=self.bias_initializer,
                 dtype=self.dtype_policy,
@@ -112,7 +113,10 @@ class MultiHeadAttention(keras.layers.Layer):
         key_shape = value_shape if key_shape is None else key_shape
         self.query_dense = dense(self.num_heads * self.key_dim, "query")
         self.query_dense.build(query_shape)
-        self.key_dense = dense(self.num_heads * self.key_dim, "key")
+        # No key bias: it adds q.b_k to every logit of a query row, which the
+        # softmax cancels, so its gradient is exactly zero and Adam would only
+        # amplify rounding noise into it.
+        self.key_dense = dense(self.num_heads * self.key_dim, "key", use_bias=False)
         self.key_dense.build(key_shape)
         self.value_dense = dense(self.num_heads * self.value_dim, "value")
         self.value_dense.build(value_shape)

@@ -4,6 +4,7 @@ from keras_transformer.models.config import (
     BASE,
     BIG,
     PRESETS,
+    SMALL,
     TABLE3_VARIANTS,
     TransformerConfig,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "BIG",
     "PAD_ID",
     "PRESETS",
+    "SMALL",
     "TABLE3_VARIANTS",
     "Transformer",
     "TransformerConfig",

@@ -40,6 +40,20 @@ class TransformerConfig:
             size of a learned positional table; also the limit decoding and the
             data pipeline enforce).
         layer_norm_epsilon: epsilon of every LayerNorm.
+
+    Training recipe (paper section 5), used by `keras_transformer.training`:
+        warmup_steps: of the learning-rate schedule (4000).
+        learning_rate_scale: multiplies the paper's learning-rate curve.
+        adam_beta_1, adam_beta_2, adam_epsilon: 0.9, 0.98, 1e-9.
+        batch_tokens: source (and target) tokens per update (about 25,000).
+        train_steps: updates (100k for base, 300k for big).
+        average_checkpoints: how many of the last checkpoints to average
+            (5 for base, 20 for big).
+
+    Decoding (paper section 6.1), the defaults of `keras_transformer.decoding`:
+        beam_size: 4.
+        length_penalty: alpha of the GNMT length penalty, 0.6.
+        decode_margin: the longest output is the input length plus this (50).
     """
 
     num_encoder_layers: int = 6
@@ -59,10 +73,22 @@ class TransformerConfig:
     shared_vocabulary: bool = True
     max_length: int = 256
     layer_norm_epsilon: float = 1e-6
+    warmup_steps: int = 4000
+    learning_rate_scale: float = 1.0
+    adam_beta_1: float = 0.9
+    adam_beta_2: float = 0.98
+    adam_epsilon: float = 1e-9
+    batch_tokens: int = 25000
+    train_steps: int = 100_000
+    average_checkpoints: int = 5
+    beam_size: int = 4
+    length_penalty: float = 0.6
+    decode_margin: int = 50
 
     def __post_init__(self):
         for name in ("num_encoder_layers", "num_decoder_layers", "d_model", "d_ff",
-                     "num_heads", "max_length"):
+                     "num_heads", "max_length", "warmup_steps", "batch_tokens",
+                     "train_steps", "average_checkpoints", "beam_size"):
             _require(name, _is_int(getattr(self, name)) and getattr(self, name) >= 1,
                      "a positive integer")
         for name in ("key_dim", "value_dim"):
@@ -76,9 +102,8 @@ class TransformerConfig:
                 "num_heads, or key_dim (and value_dim) must be given."
             )
         for name in ("dropout", "attention_dropout", "ffn_dropout", "label_smoothing"):
-            value = getattr(self, name)
-            _require(name, isinstance(value, (int, float)) and not isinstance(value, bool)
-                     and 0.0 <= value < 1.0, "a number in [0, 1)")
+            _require(name, _is_number(getattr(self, name)) and 0.0 <= getattr(self, name) < 1.0,
+                     "a number in [0, 1)")
         _require("positional_encoding", self.positional_encoding in POSITIONAL_ENCODINGS,
                  f"one of {POSITIONAL_ENCODINGS}")
         if self.positional_encoding == "sinusoidal":
@@ -90,8 +115,18 @@ class TransformerConfig:
             _require("activation", False, "the name of a Keras activation such as 'relu'")
         for name in ("norm_first", "shared_vocabulary"):
             _require(name, isinstance(getattr(self, name), bool), "True or False")
-        _require("layer_norm_epsilon", isinstance(self.layer_norm_epsilon, float)
-                 and self.layer_norm_epsilon > 0, "a positive float")
+        for name in ("layer_norm_epsilon", "adam_epsilon", "learning_rate_scale"):
+            _require(name, _is_number(getattr(self, name)) and getattr(self, name) > 0,
+                     "a positive number")
+        for name in ("adam_beta_1", "adam_beta_2"):
+            _require(name, _is_number(getattr(self, name)) and 0 <= getattr(self, name) < 1,
+                     "a number in [0, 1)")
+        _require("length_penalty", _is_number(self.length_penalty) and self.length_penalty >= 0,
+                 "a number >= 0")
+        _require("decode_margin", _is_int(self.decode_margin) and self.decode_margin >= 0,
+                 "an integer >= 0")
+        _require("batch_tokens", self.batch_tokens >= self.max_length,
+                 f"at least max_length={self.max_length}, so that a longest pair fits in a batch")
 
     @property
     def head_key_dim(self):
@@ -134,6 +169,10 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _require(field, ok, allowed):
     if not ok:
         raise ValueError(f"TransformerConfig.{field} must be {allowed}.")
@@ -142,10 +181,26 @@ def _require(field, ok, allowed):
 BASE = TransformerConfig()
 """The paper's base model: 6+6 layers, d_model 512, d_ff 2048, 8 heads, P_drop 0.1."""
 
-BIG = BASE.replace(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3)
+BIG = BASE.replace(
+    d_model=1024, d_ff=4096, num_heads=16, dropout=0.3, train_steps=300_000, average_checkpoints=20
+)
 """The paper's big model (dropout 0.3 as for EN-DE; the paper used 0.1 for EN-FR)."""
 
-PRESETS = {"base": BASE, "big": BIG}
+SMALL = BASE.replace(
+    num_encoder_layers=3,
+    num_decoder_layers=3,
+    d_model=256,
+    d_ff=1024,
+    num_heads=4,
+    max_length=64,
+    warmup_steps=1000,
+    learning_rate_scale=2.0,
+    batch_tokens=4096,
+    train_steps=4000,
+)
+"""Not in the paper: a model that learns something within minutes on a CPU."""
+
+PRESETS = {"small": SMALL, "base": BASE, "big": BIG}
 
 TABLE3_VARIANTS = {
     # (A) number of heads at constant computation.

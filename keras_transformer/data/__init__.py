@@ -1,0 +1,44 @@
+"""Parallel text in, batches of token ids out (TensorFlow only).
+
+- `corpus(name)`: TFDS translation datasets, the Ding dictionary, local files.
+- `train_tokenizer`, `Tokenizer`: the shared SentencePiece vocabulary.
+- `encode_pairs`, `length_report`, `token_batches`: ids, length filtering
+  (counted, never silent) and token-budget batching by length buckets.
+"""
+
+from keras_transformer.data.batching import (
+    LengthReport,
+    bucket_boundaries,
+    encode_pairs,
+    length_filter,
+    length_report,
+    token_batches,
+)
+from keras_transformer.data.corpora import Corpus, corpus
+from keras_transformer.data.ding import DingDeEn
+from keras_transformer.data.tokenizer import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    UNK_ID,
+    Tokenizer,
+    train_tokenizer,
+)
+
+__all__ = [
+    "BOS_ID",
+    "EOS_ID",
+    "PAD_ID",
+    "UNK_ID",
+    "Corpus",
+    "DingDeEn",
+    "LengthReport",
+    "Tokenizer",
+    "bucket_boundaries",
+    "corpus",
+    "encode_pairs",
+    "length_filter",
+    "length_report",
+    "token_batches",
+    "train_tokenizer",
+]

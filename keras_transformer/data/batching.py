@@ -1,0 +1,131 @@
+"""From string pairs to padded, length-bucketed batches of about N tokens
+(paper section 5.1: "sentence pairs were batched together by approximate
+sequence length; each training batch contained a set of sentence pairs
+containing approximately 25000 source tokens and 25000 target tokens").
+
+Batching uses `tf.data.Dataset.bucket_by_sequence_length`; this module only
+chooses its buckets and batch sizes.
+"""
+
+import dataclasses
+
+import tensorflow as tf
+
+from keras_transformer.data.tokenizer import BOS_ID, EOS_ID
+
+
+def encode_pairs(pairs, tokenizer):
+    """`(source, target)` strings -> `(source_ids, target_ids, labels)`.
+
+    `source_ids` is the source and an end id; `target_ids` (the decoder
+    input) is a start id and the target; `labels` is the target and an end id.
+    """
+
+    def encode(source, target):
+        source_ids = tokenizer.tokenize(source)
+        target_ids = tokenizer.tokenize(target)
+        return (
+            tf.concat([source_ids, [EOS_ID]], 0),
+            tf.concat([[BOS_ID], target_ids], 0),
+            tf.concat([target_ids, [EOS_ID]], 0),
+        )
+
+    return pairs.map(encode, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def _pair_length(source_ids, target_ids, labels):
+    return tf.maximum(tf.size(source_ids), tf.size(labels))
+
+
+def length_filter(encoded, max_length):
+    """Keeps the pairs whose source and target fit in `max_length` tokens
+    (end token included)."""
+    return encoded.filter(lambda *pair: _pair_length(*pair) <= max_length)
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthReport:
+    """How many encoded pairs fit in `max_length`, and how many do not."""
+
+    kept: int
+    dropped: int
+    source_tokens: int
+    target_tokens: int
+
+    def __str__(self):
+        total = self.kept + self.dropped
+        return (
+            f"{self.kept} of {total} pairs kept; {self.dropped} dropped for being longer "
+            f"than max_length ({self.source_tokens} source and {self.target_tokens} "
+            "target tokens kept)"
+        )
+
+
+def length_report(encoded, max_length):
+    """Counts, in one pass over `encoded`, the pairs `length_filter` keeps and drops."""
+
+    def count(totals, pair):
+        fits = _pair_length(*pair) <= max_length
+        kept = tf.cast(fits, tf.int64)
+        return (
+            totals[0] + kept,
+            totals[1] + 1 - kept,
+            totals[2] + kept * tf.cast(tf.size(pair[0]), tf.int64),
+            totals[3] + kept * tf.cast(tf.size(pair[2]), tf.int64),
+        )
+
+    zero = tf.constant(0, tf.int64)
+    totals = encoded.reduce((zero, zero, zero, zero), count)
+    return LengthReport(*(int(t) for t in totals))
+
+
+def bucket_boundaries(max_length, min_length=8, growth=1.1):
+    """Upper lengths of the buckets: every length up to `min_length`, then
+    growing by `growth` (as tensor2tensor does), so padding stays under about
+    10% of a batch."""
+    boundaries, length = [], min_length
+    while length < max_length:
+        boundaries.append(length)
+        length = max(length + 1, int(length * growth))
+    return boundaries + [max_length]
+
+
+def token_batches(encoded, batch_tokens, max_length, batch_multiple=1,
+                  shuffle_buffer=0, seed=None):
+    """Groups encoded pairs into padded batches of about `batch_tokens` tokens.
+
+    Each bucket holds pairs of similar length; its batch size is the number
+    of its longest pairs that fit in `batch_tokens` source (and target)
+    tokens, rounded down to a multiple of `batch_multiple` (the number of
+    replicas, so that every replica gets an equal share). Pairs longer than
+    `max_length` are dropped: count them first with `length_report`.
+
+    Returns:
+        A dataset of `({"source_ids", "target_ids"}, labels)`, int32, 0-padded.
+    """
+    if batch_tokens < max_length * batch_multiple:
+        raise ValueError(
+            f"batch_tokens={batch_tokens} cannot hold {batch_multiple} pair(s) of "
+            f"max_length={max_length}; raise batch_tokens or lower max_length."
+        )
+    boundaries = bucket_boundaries(max_length)
+    sizes = [
+        max(batch_multiple, batch_tokens // length // batch_multiple * batch_multiple)
+        for length in boundaries
+    ]
+    encoded = length_filter(encoded, max_length)
+    if shuffle_buffer:
+        encoded = encoded.shuffle(shuffle_buffer, seed=seed)
+    batches = encoded.bucket_by_sequence_length(
+        element_length_func=_pair_length,
+        # A bucket holds lengths below its boundary, so shift by one.
+        bucket_boundaries=[b + 1 for b in boundaries[:-1]],
+        bucket_batch_sizes=sizes,
+    )
+    if shuffle_buffer:
+        batches = batches.shuffle(max(1, shuffle_buffer // max(sizes)), seed=seed)
+
+    def to_model_inputs(source_ids, target_ids, labels):
+        return {"source_ids": source_ids, "target_ids": target_ids}, labels
+
+    return batches.map(to_model_inputs)

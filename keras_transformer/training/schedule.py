@@ -1,0 +1,56 @@
+"""The paper's optimiser (section 5.3): Adam with beta1 = 0.9, beta2 = 0.98,
+eps = 1e-9, and the learning rate
+
+    lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
+
+which rises linearly for `warmup_steps` steps, then decays with the inverse
+square root of the step.
+"""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """The paper's warmup then inverse-square-root learning rate.
+
+    Args:
+        d_model: model width.
+        warmup_steps: 4000 in the paper.
+        scale: multiplies the whole curve (1.0 is the paper; tensor2tensor
+            later used 2.0 for its base model).
+
+    Steps are counted from 1, so the rate at optimizer step 0 is that of step 1.
+    """
+
+    def __init__(self, d_model, warmup_steps=4000, scale=1.0):
+        if d_model < 1 or warmup_steps < 1 or scale <= 0:
+            raise ValueError(
+                f"d_model and warmup_steps must be positive and scale > 0; got "
+                f"d_model={d_model}, warmup_steps={warmup_steps}, scale={scale}."
+            )
+        self.d_model = d_model
+        self.warmup_steps = warmup_steps
+        self.scale = scale
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32") + 1.0
+        decay = ops.minimum(ops.rsqrt(step), step * self.warmup_steps**-1.5)
+        return self.scale * self.d_model**-0.5 * decay
+
+    def get_config(self):
+        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}
+
+
+def paper_optimizer(config):
+    """Adam with the paper's betas, epsilon and learning-rate schedule, all
+    taken from a `TransformerConfig`."""
+    return keras.optimizers.Adam(
+        learning_rate=TransformerSchedule(
+            config.d_model, config.warmup_steps, config.learning_rate_scale
+        ),
+        beta_1=config.adam_beta_1,
+        beta_2=config.adam_beta_2,
+        epsilon=config.adam_epsilon,
+    )

@@ -1,0 +1,223 @@
+"""Corpora, the Ding TFDS builder, the tokenizer and token-budget batching."""
+
+import collections
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from keras_transformer.data import (
+    BOS_ID,
+    EOS_ID,
+    DingDeEn,
+    Tokenizer,
+    bucket_boundaries,
+    corpus,
+    encode_pairs,
+    length_report,
+    token_batches,
+    train_tokenizer,
+)
+from keras_transformer.data import ding
+
+DING_LINES = [
+    "# Version :: devel 2023-01-30",
+    "# License :: GPL Version 2 or later; GNU General Public License",
+    "Aalleiter {f}; Aaltreppe {f} (Wasserbau) | Aalleitern {pl}; Aaltreppen {pl} :: "
+    "eel ladder (water engineering) | eel ladders",
+    "Er ist nicht mehr der Jüngste. [übtr.] :: He's no spring chicken (any more). [fig.]",
+    "Sie ruft alle naselang an <anruft>. :: She's forever ringing up/calling up [Br.].",
+    "eins | zwei | drei :: one | two",  # misaligned: skipped
+]
+
+
+def _write_ding(path, extra=300):
+    words = [f"Wort{i} {{n}} | Wörter{i} {{pl}} :: word{i} | words{i}" for i in range(extra)]
+    path.write_text("\n".join(DING_LINES + words) + "\n", encoding="utf-8")
+    return path
+
+
+def test_ding_lines_are_cleaned_and_aligned():
+    assert ding.parse_line(DING_LINES[2]) == [("Aalleiter", "eel ladder"), ("Aalleitern", "eel ladders")]
+    assert ding.parse_line(DING_LINES[3]) == [("Er ist nicht mehr der Jüngste.", "He's no spring chicken.")]
+    assert ding.parse_line(DING_LINES[4]) == [
+        ("Sie ruft alle naselang an.", "She's forever ringing up/calling up.")
+    ]
+    assert ding.parse_line(DING_LINES[0]) == [] and ding.parse_line(DING_LINES[5]) == []
+    assert ding.is_sentence("Er ist nicht mehr der Jüngste.") and not ding.is_sentence("Aalleiter")
+
+
+def test_ding_builder_splits_deterministically(tmp_path):
+    source = _write_ding(tmp_path / "de-en")
+    splits = {}
+    for attempt in ("a", "b"):
+        builder = DingDeEn(data_dir=str(tmp_path / attempt), source_path=str(source))
+        builder.download_and_prepare()
+        splits[attempt] = {
+            split: [(e["de"].decode(), e["en"].decode()) for e in tfds.as_numpy(builder.as_dataset(split=split))]
+            for split in ("train", "validation", "test")
+        }
+    assert splits["a"] == splits["b"]
+    every_pair = [pair for line in source.read_text(encoding="utf-8").splitlines()
+                  for pair in ding.parse_line(line)]
+    found = [pair for split in splits["a"].values() for pair in split]
+    assert sorted(found) == sorted(every_pair) and len(every_pair) == 604
+    for split, pairs in splits["a"].items():
+        assert pairs and all(ding.split_of(de) == split for de, _ in pairs)
+    sizes = {split: len(pairs) for split, pairs in splits["a"].items()}
+    assert sizes["train"] > 10 * (sizes["validation"] + sizes["test"]) / 2
+    info = builder.info
+    assert "GPL" in info.description and "trans-de-en" in info.description
+    assert info.supervised_keys == ("de", "en")
+
+
+def test_missing_ding_file_says_how_to_install_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="apt-get install trans-de-en"):
+        corpus("ding", data_dir=str(tmp_path), ding_path=str(tmp_path / "missing")).pairs("train")
+
+
+def test_ding_corpus_default_direction_and_reverse(tmp_path):
+    source = _write_ding(tmp_path / "de-en")
+    forward = corpus("ding", data_dir=str(tmp_path), ding_path=str(source))
+    backward = corpus("ding", source_language="en", target_language="de",
+                      data_dir=str(tmp_path), ding_path=str(source))
+    (de, en), = forward.pairs("test").take(1)
+    (en2, de2), = backward.pairs("test").take(1)
+    assert (de.numpy(), en.numpy()) == (de2.numpy(), en2.numpy())
+
+
+def test_tfds_translation_dataset_with_mock_data():
+    with tfds.testing.mock_data(num_examples=6):
+        wmt = corpus("wmt14_translate/de-en", source_language="en", target_language="de")
+        pairs = list(wmt.pairs("train").as_numpy_iterator())
+        assert len(pairs) == 6 and all(isinstance(s, bytes) and isinstance(t, bytes) for s, t in pairs)
+        ted = corpus("ted_hrlr_translate/pt_to_en")
+        assert (ted.source_language, ted.target_language) == ("pt", "en")
+        assert len(list(ted.pairs("validation"))) == 6
+
+
+def test_unknown_dataset_and_language_errors(tmp_path):
+    with pytest.raises(ValueError, match="Unknown dataset 'no_such_corpus'.*'ding'"):
+        corpus("no_such_corpus")
+    with pytest.raises(ValueError, match="has no language 'fr'"):
+        corpus("wmt14_translate/de-en", source_language="fr")
+    with pytest.raises(ValueError, match="Unknown split"):
+        corpus("ding").pairs("dev")
+
+
+def test_local_tsv_and_text_folders(tmp_path):
+    tsv = tmp_path / "tsv"
+    tsv.mkdir()
+    (tsv / "train.tsv").write_text("Hallo Welt\thello world\nGuten Tag\tgood day\n", encoding="utf-8")
+    pairs = list(corpus(str(tsv)).pairs("train").as_numpy_iterator())
+    assert pairs == [(b"Hallo Welt", b"hello world"), (b"Guten Tag", b"good day")]
+    (tsv / "test.tsv").write_text("kein Tabulator\n", encoding="utf-8")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="source<TAB>target"):
+        list(corpus(str(tsv)).pairs("test"))
+
+    text = tmp_path / "text"
+    text.mkdir()
+    (text / "train.de").write_text("eins\nzwei\n", encoding="utf-8")
+    (text / "train.en").write_text("one\ntwo\n", encoding="utf-8")
+    (text / "validation.de").write_text("drei\n", encoding="utf-8")
+    (text / "validation.en").write_text("three\nfour\n", encoding="utf-8")
+    local = corpus(str(text), source_language="de", target_language="en")
+    assert list(local.pairs("train").as_numpy_iterator()) == [(b"eins", b"one"), (b"zwei", b"two")]
+    with pytest.raises(ValueError, match="has 1 lines but .* has 2"):
+        local.pairs("validation")
+    with pytest.raises(ValueError, match="give source_language and target_language"):
+        corpus(str(text))
+
+
+@pytest.fixture(scope="module")
+def tokenizer_model(tmp_path_factory):
+    texts = [f"Das Haus {i} ist groß. The house {i} is big." for i in range(300)]
+    texts += ["Guten Morgen, wie geht es dir?", "Good morning, how are you?"] * 50
+    path = tmp_path_factory.mktemp("spm") / "spm.model"
+    train_tokenizer(texts, path, vocab_size=120)
+    return path
+
+
+@pytest.fixture
+def tokenizer(tokenizer_model):
+    # Made after the per-test seeding: tf.random.set_seed clears the kernel
+    # cache that owns tf-text's SentencePiece resource.
+    return Tokenizer(str(tokenizer_model))
+
+
+def test_tokenizer_round_trips_and_uses_fixed_special_ids(tokenizer):
+    sentences = tf.constant(["Guten Morgen, wie geht es dir?", "The house 42 is big."])
+    ids = tokenizer.tokenize(sentences)
+    assert ids.dtype == tf.int32 and tokenizer.vocab_size == 120
+    flat = ids.flat_values.numpy()
+    assert flat.min() > EOS_ID and flat.max() < 120
+    assert [s.decode() for s in tokenizer.detokenize(ids).numpy()] == [
+        "Guten Morgen, wie geht es dir?", "The house 42 is big."]
+    # Detokenising stops at the end id and skips start and padding ids.
+    row = ids[0].numpy().tolist()
+    padded = tf.constant([[BOS_ID] + row + [EOS_ID] + row + [0, 0]])
+    assert tokenizer.detokenize(padded).numpy()[0].decode() == "Guten Morgen, wie geht es dir?"
+
+
+def test_tokenizer_rejects_bad_model_files(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        Tokenizer(str(tmp_path / "missing.model"))
+    broken = tmp_path / "broken.model"
+    broken.write_bytes(b"not a sentencepiece model")
+    with pytest.raises(ValueError, match="Not a SentencePiece model"):
+        Tokenizer(str(broken))
+
+
+def test_encode_pairs_adds_start_and_end(tokenizer):
+    pairs = tf.data.Dataset.from_tensor_slices((["Guten Morgen"], ["Good morning"]))
+    source, target, labels = next(iter(encode_pairs(pairs, tokenizer)))
+    assert source.numpy()[-1] == EOS_ID and target.numpy()[0] == BOS_ID and labels.numpy()[-1] == EOS_ID
+    np.testing.assert_array_equal(target.numpy()[1:], labels.numpy()[:-1])
+
+
+def _random_encoded(count=3000, seed=0, longest=90):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, longest, size=(count, 2))
+    examples = [(rng.integers(4, 50, s).astype("int32"), rng.integers(4, 50, t + 1).astype("int32"),
+                 rng.integers(4, 50, t + 1).astype("int32")) for s, t in lengths]
+    spec = (tf.TensorSpec([None], tf.int32),) * 3
+    return examples, tf.data.Dataset.from_generator(lambda: iter(examples), output_signature=spec)
+
+
+def test_length_report_counts_what_is_dropped():
+    examples, encoded = _random_encoded()
+    report = length_report(encoded, max_length=64)
+    too_long = sum(max(len(s), len(l)) > 64 for s, _, l in examples)
+    assert (report.kept, report.dropped) == (len(examples) - too_long, too_long) and too_long > 0
+    assert report.source_tokens == sum(len(s) for s, _, l in examples if max(len(s), len(l)) <= 64)
+    assert f"{too_long} dropped" in str(report)
+
+
+def test_token_batches_respect_the_budget_and_keep_padding_low():
+    examples, encoded = _random_encoded()
+    batches = list(token_batches(encoded, batch_tokens=1024, max_length=64, batch_multiple=2,
+                                 shuffle_buffer=500, seed=1).as_numpy_iterator())
+    seen = collections.Counter()
+    real = padded = 0
+    for inputs, labels in batches:
+        source, target = inputs["source_ids"], inputs["target_ids"]
+        assert source.size <= 1024 and labels.size <= 1024 and target.shape == labels.shape
+        assert len(labels) % 2 == 0 or len(labels) < 2 * 16
+        assert source.shape[1] <= 64 and labels.shape[1] <= 64
+        seen.update(tuple(row[row != 0]) for row in labels)
+        real += np.count_nonzero(labels) + np.count_nonzero(source)
+        padded += labels.size + source.size
+    kept = [l for s, _, l in examples if max(len(s), len(l)) <= 64]
+    assert sum(seen.values()) == len(kept)  # every kept pair exactly once
+    assert real / padded > 0.6, real / padded  # random source/target lengths; buckets by the longer
+
+
+def test_bucket_boundaries_grow_to_max_length():
+    boundaries = bucket_boundaries(256)
+    assert boundaries[:8] == list(range(8, 16)) and boundaries[-1] == 256
+    assert all(b > a for a, b in zip(boundaries, boundaries[1:]))
+    assert all(b / a <= 1.15 for a, b in zip(boundaries[8:], boundaries[9:]))
+    with pytest.raises(ValueError, match="cannot hold"):
+        token_batches(tf.data.Dataset.range(1), batch_tokens=100, max_length=64, batch_multiple=2)

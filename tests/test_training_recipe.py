@@ -1,0 +1,124 @@
+"""The paper's schedule, optimiser and label-smoothed loss against their
+formulas, and gradient accumulation against one large batch."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers.tasks import VOCAB, reverse_dataset
+from keras_transformer.models import BASE, transformer
+from keras_transformer.training import (
+    LabelSmoothedCrossEntropy,
+    Trainer,
+    TransformerSchedule,
+    make_strategy,
+    paper_optimizer,
+    token_statistics,
+)
+
+
+@pytest.mark.parametrize("step", [1, 100, 3999, 4000, 4001, 10_000, 100_000])
+def test_schedule_matches_the_formula(step):
+    schedule = TransformerSchedule(d_model=512, warmup_steps=4000)
+    expected = 512**-0.5 * min(step**-0.5, step * 4000**-1.5)
+    # The optimizer's counter starts at 0 for the first update (paper step 1).
+    assert float(schedule(step - 1)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_schedule_peaks_at_warmup_and_serialises():
+    schedule = TransformerSchedule(d_model=256, warmup_steps=100, scale=2.0)
+    rates = [float(schedule(s)) for s in range(300)]
+    assert int(np.argmax(rates)) == 99
+    assert rates[99] == pytest.approx(2.0 * 256**-0.5 * 100**-0.5, rel=1e-6)
+    clone = TransformerSchedule.from_config(schedule.get_config())
+    assert float(clone(1234)) == float(schedule(1234))
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
+    assert float(restored(50)) == float(schedule(50))
+
+
+def test_paper_optimizer_uses_the_papers_adam():
+    optimizer = paper_optimizer(BASE)
+    assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
+    rate = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+    assert rate == pytest.approx(512**-0.5 * 4000**-1.5, rel=1e-6)  # step 1
+
+
+def _numpy_statistics(labels, logits, eps):
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    vocab = logits.shape[-1]
+    totals = dict(loss=0.0, nll=0.0, correct=0.0, tokens=0.0)
+    for b in range(labels.shape[0]):
+        for t in range(labels.shape[1]):
+            y = labels[b, t]
+            if y == 0:
+                continue
+            q = np.full(vocab, eps / vocab)
+            q[y] += 1 - eps
+            totals["loss"] += -(q * log_probs[b, t]).sum()
+            totals["nll"] += -log_probs[b, t, y]
+            totals["correct"] += float(np.argmax(logits[b, t]) == y)
+            totals["tokens"] += 1
+    return totals
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.2])
+def test_label_smoothed_loss_matches_its_formula_and_ignores_padding(eps):
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(3, 5, 11)).astype("float32") * 3
+    labels = rng.integers(1, 11, size=(3, 5)).astype("int32")
+    labels[0, 3:] = 0
+    labels[2, 1:] = 0
+    stats = {k: float(v) for k, v in token_statistics(labels, logits, eps).items()}
+    expected = _numpy_statistics(labels, logits, eps)
+    for key in expected:
+        assert stats[key] == pytest.approx(expected[key], rel=1e-5), key
+    # Whatever the padding rows hold does not matter.
+    changed = logits.copy()
+    changed[2, 1:] = 100.0
+    assert float(token_statistics(labels, changed, eps)["loss"]) == pytest.approx(stats["loss"], rel=1e-6)
+
+
+def test_keras_loss_is_the_mean_over_real_tokens():
+    rng = np.random.default_rng(1)
+    logits = rng.normal(size=(2, 6, 9)).astype("float32")
+    labels = rng.integers(1, 9, size=(2, 6)).astype("int32")
+    labels[1, 2:] = 0
+    expected = _numpy_statistics(labels, logits, 0.1)
+    loss = LabelSmoothedCrossEntropy(0.1)(labels, logits)
+    assert float(loss) == pytest.approx(expected["loss"] / expected["tokens"], rel=1e-5)
+    with pytest.raises(ValueError, match="label_smoothing"):
+        LabelSmoothedCrossEntropy(1.0)
+
+
+def test_gradient_accumulation_equals_one_large_batch():
+    config = BASE.replace(num_encoder_layers=1, num_decoder_layers=1, d_model=16, d_ff=32,
+                          num_heads=2, dropout=0.0, warmup_steps=5)
+    examples = list(reverse_dataset(3, 8).as_numpy_iterator())
+
+    def batch(rows):
+        pad = lambda arrays: keras.utils.pad_sequences(arrays, padding="post")  # noqa: E731
+        source, target, labels = (pad([examples[r][i] for r in rows]) for i in range(3))
+        return {"source_ids": source, "target_ids": target}, labels
+
+    def train(batches, accumulation_steps):
+        keras.utils.set_random_seed(0)
+        strategy = make_strategy("default")
+        model = transformer(config, VOCAB)
+        trainer = Trainer(model, paper_optimizer(config), strategy, accumulation_steps=accumulation_steps)
+        dataset = tf.data.Dataset.from_generator(lambda: iter(batches), output_signature=(
+            {"source_ids": tf.TensorSpec([None, None], tf.int32),
+             "target_ids": tf.TensorSpec([None, None], tf.int32)},
+            tf.TensorSpec([None, None], tf.int32)))
+        initial = model.get_weights()
+        trainer.train(dataset.repeat(), steps=3, steps_per_epoch=3, verbose=0)
+        return initial, model.get_weights()
+
+    # Two micro-batches of unequal token counts, accumulated, versus one batch.
+    initial_a, accumulated = train([batch(range(0, 3)), batch(range(3, 8))], accumulation_steps=2)
+    initial_b, whole = train([batch(range(0, 8))], accumulation_steps=1)
+    for a, b in zip(initial_a, initial_b):
+        np.testing.assert_array_equal(a, b)
+    moved = max(np.abs(w - i).max() for w, i in zip(whole, initial_b))
+    difference = max(np.abs(a - b).max() for a, b in zip(accumulated, whole))
+    assert moved > 1e-2 and difference < 1e-4, (moved, difference)
