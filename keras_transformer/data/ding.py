@@ -58,11 +58,6 @@ def split_of(german):
     return next(name for name, percents in SPLIT_PERCENT.items() if bucket in percents)
 
 
-def is_sentence(text):
-    """A whole sentence: four or more words ending in . ? or !"""
-    return len(text.split()) >= 4 and text[-1] in ".?!"
-
-
 class DingDeEn(tfds.core.GeneratorBasedBuilder):
     """TFDS builder for the Ding German-English dictionary (see module docstring).
 

@@ -157,12 +157,46 @@ class TransformerConfig:
         the base model's defaults."""
         return cls().replace(**values)
 
+    @classmethod
+    def parse_overrides(cls, items):
+        """`["d_model=256", "norm_first=true"]` -> `{"d_model": 256, "norm_first": True}`,
+        each value converted to its field's type (for command lines)."""
+        types = {f.name: f.type for f in dataclasses.fields(cls)}
+        overrides = {}
+        for item in items:
+            name, separator, text = item.partition("=")
+            if not separator or name not in types:
+                raise ValueError(
+                    f"Cannot read override {item!r}: expected FIELD=VALUE with FIELD one of "
+                    f"{sorted(types)}."
+                )
+            overrides[name] = _parse_value(name, text, types[name])
+        return overrides
+
     def to_json(self):
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text):
         return cls.from_dict(json.loads(text))
+
+
+def _parse_value(name, text, annotation):
+    if text.lower() == "none" and "None" in str(annotation):
+        return None
+    kind = str(annotation)
+    try:
+        if "bool" in kind:
+            if text.lower() not in ("true", "false"):
+                raise ValueError
+            return text.lower() == "true"
+        if "int" in kind:
+            return int(text)
+        if "float" in kind:
+            return float(text)
+    except ValueError:
+        raise ValueError(f"TransformerConfig.{name} must be {kind}; got {text!r}.") from None
+    return text
 
 
 def _is_int(value):

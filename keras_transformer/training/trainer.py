@@ -66,7 +66,8 @@ class Trainer:
         self.optimizer = optimizer
         self._compute = tf.function(self._gradients_and_statistics, jit_compile=jit_compile)
         self._train_step = tf.function(self._distributed_train_step)
-        self._eval_step = tf.function(self._distributed_eval_step)
+        # Validation batches come in many shapes; one general trace serves them.
+        self._eval_step = tf.function(self._distributed_eval_step, reduce_retracing=True)
 
     # ---------------------------------------------------------------- steps
 
@@ -118,7 +119,7 @@ class Trainer:
         return _averages(sums)
 
     def train(self, dataset, steps, callbacks=(), steps_per_epoch=100, validation_data=None,
-              log_dir=None, verbose=1):
+              validators=(), log_dir=None, verbose=1):
         """Runs updates until the optimizer has made `steps` of them.
 
         Training resumes from the optimizer's step counter, which a
@@ -137,6 +138,8 @@ class Trainer:
             steps_per_epoch: updates between validations (an "epoch" here is
                 that many updates, not a pass over the data).
             validation_data: a finite dataset for `evaluate`.
+            validators: callables `model -> dict of metrics` run at the end of
+                each epoch on the chief, e.g. `evaluation.BleuValidator`.
             log_dir: if given, the chief writes TensorBoard scalars and
                 `metrics.jsonl` (one line per epoch and per validation) there.
             verbose: 1 for Keras' progress bar, 0 for none.
@@ -173,19 +176,22 @@ class Trainer:
                 if step == epoch_end:
                     # Validate and log before the batch-end callbacks, so that
                     # a checkpoint of this step never exists without its log.
-                    logs = self._end_epoch(logs, validation_data, log, history)
+                    logs = self._end_epoch(logs, validation_data, validators, log, history)
                 callbacks.on_train_batch_end(batch, logs)
                 batch += 1
             if batch and step != epoch_end:  # stopped early by a callback
-                logs = self._end_epoch(logs, validation_data, log, history)
+                logs = self._end_epoch(logs, validation_data, validators, log, history)
             callbacks.on_epoch_end(epoch, logs)
         callbacks.on_train_end(logs)
         return history
 
 
-    def _end_epoch(self, logs, validation_data, log, history):
+    def _end_epoch(self, logs, validation_data, validators, log, history):
         if validation_data is not None:
             logs = logs | {f"val_{k}": v for k, v in self.evaluate(validation_data).items()}
+        if is_chief(self.strategy):
+            for validator in validators:
+                logs = logs | validator(self.model)
         if log is not None:
             log.write(logs)
         history.append(logs)
@@ -198,7 +204,6 @@ def _averages(sums):
         "loss": sums["loss"] / tokens,
         "perplexity": math.exp(min(sums["nll"] / tokens, 50.0)),
         "accuracy": sums["correct"] / tokens,
-        "tokens": sums["tokens"],
     }
 
 

@@ -1,0 +1,30 @@
+"""Searching for translations, and translating text (TensorFlow only).
+
+- `greedy_search`, `beam_search`, `length_penalty`: cached incremental
+  decoding in core TF ops, exportable and XLA-compilable.
+- `Translator`, `translate_text`: strings in, strings out.
+"""
+
+from keras_transformer.decoding.search import (
+    SearchResult,
+    beam_search,
+    greedy_search,
+    length_penalty,
+    output_limits,
+)
+from keras_transformer.decoding.translator import (
+    Translator,
+    load_model_and_tokenizer,
+    translate_text,
+)
+
+__all__ = [
+    "SearchResult",
+    "Translator",
+    "beam_search",
+    "greedy_search",
+    "length_penalty",
+    "load_model_and_tokenizer",
+    "output_limits",
+    "translate_text",
+]

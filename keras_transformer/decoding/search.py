@@ -1,0 +1,246 @@
+"""Greedy and beam search for the encoder-decoder (paper section 6.1: "beam
+search with a beam size of 4 and length penalty alpha = 0.6 ... maximum output
+length to input length + 50, but terminate early when possible").
+
+Written in core TensorFlow ops (`tf.while_loop`, fixed-shape state), so that
+the searches run inside a `tf.function`, compile with XLA, and go into an
+exported SavedModel that stock TensorFlow Serving can run.
+
+The encoder runs once. By default each step runs the decoder on the newest
+token only, reading and extending the fixed-shape key/value caches of
+`Transformer.decode_step`; `use_cache=False` re-runs the decoder over the
+whole prefix at every step instead (for comparison).
+
+Beam search follows fairseq and Hugging Face: at each step the 2K best
+extensions are ranked by log-probability; those ending in the end token and
+ranking in the top K join the finished hypotheses (scored with the GNMT
+length penalty), the K best others stay alive; a sentence is done once it
+has K finished hypotheses. With K = 1 this is exactly greedy search.
+"""
+
+import dataclasses
+
+import tensorflow as tf
+
+from keras_transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+_NEG_INF = -1e9
+
+
+def length_penalty(length, alpha):
+    """GNMT length penalty: ((5 + length) / 6) ** alpha.
+
+    A hypothesis's score is its log-probability divided by this, `length`
+    counting the generated tokens including the end token.
+    """
+    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchResult:
+    """Output of a search.
+
+    Attributes:
+        tokens: int32 `(batch, n_best, length)`, best first, each ending with
+            the end token and 0-padded after it (no start token).
+        scores: float32 `(batch, n_best)`: log-probability divided by the
+            length penalty.
+        log_probs: float32 `(batch, n_best)`: plain log-probabilities.
+    """
+
+    tokens: tf.Tensor
+    scores: tf.Tensor
+    log_probs: tf.Tensor
+
+
+def output_limits(source_ids, model, decode_margin=None, max_output_length=None):
+    """Per-sentence maximum output length: source length (without its end
+    token) plus `decode_margin`, capped by `max_output_length`, which defaults
+    to the model's `max_length`."""
+    config = model.config
+    margin = config.decode_margin if decode_margin is None else decode_margin
+    cap = config.max_length if max_output_length is None else max_output_length
+    real = tf.reduce_sum(tf.cast((source_ids != PAD_ID) & (source_ids != EOS_ID), tf.int32), axis=1)
+    return tf.minimum(real + margin, cap)
+
+
+class _Decoder:
+    """Next-token log-probabilities for `rows` hypotheses, with or without
+    the key/value cache, and the reordering of its state between steps."""
+
+    def __init__(self, model, source_ids, copies, length, use_cache):
+        self.model = model
+        self.use_cache = use_cache
+        encoder_output = model.encode(source_ids, training=False)
+        # Every hypothesis of a sentence reads the same encoder output.
+        self.source_ids = tf.repeat(source_ids, copies, axis=0)
+        encoder_output = tf.repeat(encoder_output, copies, axis=0)
+        if use_cache:
+            self.state = model.initial_cache(encoder_output, self.source_ids, length)
+        else:
+            self.state = {"encoder_output": encoder_output}
+
+    def log_probs(self, tokens, step, state):
+        """`tokens` `(rows, length + 1)` holds each prefix; returns the
+        log-probabilities of token `step + 1`, PAD and BOS excluded."""
+        if self.use_cache:
+            logits, state = self.model.decode_step(tokens[:, step:step + 1], step, state)
+        else:
+            logits = self.model.decode(tokens[:, :step + 1], state["encoder_output"], self.source_ids)
+        logits = tf.cast(logits[:, -1], tf.float32)
+        vocab = tf.shape(logits)[-1]
+        banned = tf.reduce_max(tf.one_hot([PAD_ID, BOS_ID], vocab), axis=0) > 0
+        logits = tf.where(banned[None], _NEG_INF, logits)
+        return tf.nn.log_softmax(logits), state
+
+    def reorder(self, state, rows):
+        """Keeps the self-attention caches of hypotheses `rows`."""
+        if not self.use_cache:
+            return state
+        gather = lambda tensors: [tf.gather(t, rows) for t in tensors]  # noqa: E731
+        return state | {"self_keys": gather(state["self_keys"]),
+                        "self_values": gather(state["self_values"])}
+
+
+def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_length=None,
+                  use_cache=True):
+    """Picks the most likely token at every step.
+
+    Args:
+        model: a `Transformer`.
+        source_ids: int32 `(batch, source_length)`, 0-padded, each source
+            ending with the end token.
+        alpha: length penalty of the reported scores (default: the model's).
+        decode_margin, max_output_length: see `output_limits`.
+        use_cache: decode incrementally with the key/value cache.
+
+    Returns:
+        A `SearchResult` with one hypothesis per sentence.
+    """
+    alpha = model.config.length_penalty if alpha is None else alpha
+    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+    batch = tf.shape(source_ids)[0]
+    limits = output_limits(source_ids, model, decode_margin, max_output_length)
+    length = tf.reduce_max(limits)
+    decoder = _Decoder(model, source_ids, 1, length, use_cache)
+    tokens = tf.concat([tf.fill([batch, 1], BOS_ID), tf.zeros([batch, length], tf.int32)], axis=1)
+
+    def body(step, tokens, log_prob, finished, state):
+        log_probs, state = decoder.log_probs(tokens, step, state)
+        forced = (step + 1 >= limits)[:, None] & (tf.range(tf.shape(log_probs)[1]) != EOS_ID)[None]
+        choice = tf.argmax(tf.where(forced, _NEG_INF, log_probs), axis=-1, output_type=tf.int32)
+        chosen = tf.gather(log_probs, choice, batch_dims=1)
+        choice = tf.where(finished, PAD_ID, choice)
+        log_prob += tf.where(finished, 0.0, chosen)
+        tokens = _write(tokens, step + 1, choice)
+        return step + 1, tokens, log_prob, finished | (choice == EOS_ID), state
+
+    _, tokens, log_prob, _, _ = tf.while_loop(
+        lambda step, tokens, log_prob, finished, state: ~tf.reduce_all(finished),
+        body,
+        (0, tokens, tf.zeros([batch]), tf.zeros([batch], tf.bool), decoder.state),
+        maximum_iterations=length,
+    )
+    tokens = tokens[:, 1:]
+    lengths = tf.reduce_sum(tf.cast(tokens != PAD_ID, tf.int32), axis=1)
+    scores = log_prob / length_penalty(lengths, alpha)
+    return SearchResult(tokens[:, None], scores[:, None], log_prob[:, None])
+
+
+def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=None,
+                max_output_length=None, use_cache=True):
+    """Beam search with the GNMT length penalty (see the module docstring).
+
+    Args:
+        model: a `Transformer`.
+        source_ids: int32 `(batch, source_length)`, 0-padded, each source
+            ending with the end token.
+        beam_size: K (default: the model config's, 4 in the paper).
+        alpha: length penalty (default: the model config's, 0.6).
+        decode_margin, max_output_length: see `output_limits`.
+        use_cache: decode incrementally with the key/value cache.
+
+    Returns:
+        A `SearchResult` with the K best finished hypotheses per sentence.
+    """
+    config = model.config
+    k = config.beam_size if beam_size is None else beam_size
+    alpha = config.length_penalty if alpha is None else alpha
+    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+    batch = tf.shape(source_ids)[0]
+    limits = output_limits(source_ids, model, decode_margin, max_output_length)
+    length = tf.reduce_max(limits)
+    decoder = _Decoder(model, source_ids, k, length, use_cache)
+    vocab = model.target_vocab_size
+    # At the start all K beams hold the same prefix: keep only one alive.
+    alive_log_probs = tf.tile(tf.concat([[0.0], tf.fill([k - 1], _NEG_INF)], 0)[None], [batch, 1])
+    alive = tf.concat([tf.fill([batch, k, 1], BOS_ID), tf.zeros([batch, k, length], tf.int32)], axis=2)
+    finished = tf.zeros([batch, k, length + 1], tf.int32)
+    finished_scores = tf.fill([batch, k], _NEG_INF)
+    finished_log_probs = tf.fill([batch, k], _NEG_INF)
+    finished_count = tf.zeros([batch], tf.int32)
+    batch_rows = tf.range(batch)[:, None] * k
+
+    def body(step, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
+             finished_count, state):
+        log_probs, state = decoder.log_probs(tf.reshape(alive, [batch * k, -1]), step, state)
+        log_probs = tf.reshape(log_probs, [batch, k, vocab])
+        at_limit = (step + 1 >= limits)[:, None, None]
+        log_probs = tf.where(at_limit & (tf.range(vocab) != EOS_ID), _NEG_INF, log_probs)
+        candidates = tf.reshape(alive_log_probs[:, :, None] + log_probs, [batch, k * vocab])
+        top_log_probs, top_ids = tf.math.top_k(candidates, k=2 * k)
+        top_beams, top_tokens = top_ids // vocab, top_ids % vocab
+        top_sequences = _write(tf.gather(alive, top_beams, batch_dims=1), step + 1, top_tokens)
+        is_end = tf.equal(top_tokens, EOS_ID)
+        done = finished_count >= k
+
+        # Finished: end tokens ranked in the top K, merged with those so far.
+        new_scores = top_log_probs / length_penalty(step + 1, alpha)
+        eligible = is_end & (tf.range(2 * k) < k)[None] & ~done[:, None] & (top_log_probs > _NEG_INF / 2)
+        new_scores = tf.where(eligible, new_scores, _NEG_INF)
+        merged_scores = tf.concat([finished_scores, new_scores], axis=1)
+        finished_scores, keep = tf.math.top_k(merged_scores, k=k)
+        finished = tf.gather(tf.concat([finished, top_sequences], 1), keep, batch_dims=1)
+        finished_log_probs = tf.gather(
+            tf.concat([finished_log_probs, tf.where(eligible, top_log_probs, _NEG_INF)], 1),
+            keep, batch_dims=1)
+        finished_count += tf.reduce_sum(tf.cast(eligible, tf.int32), axis=1)
+
+        # Alive: the K best extensions that did not end.
+        alive_scores, keep = tf.math.top_k(tf.where(is_end, _NEG_INF, top_log_probs), k=k)
+        alive = tf.gather(top_sequences, keep, batch_dims=1)
+        alive_log_probs = alive_scores
+        rows = tf.reshape(tf.gather(top_beams, keep, batch_dims=1) + batch_rows, [-1])
+        return (step + 1, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
+                finished_count, decoder.reorder(state, rows))
+
+    def not_done(step, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
+                 finished_count, state):
+        # A sentence is done with K finished hypotheses, or past its limit
+        # (fewer than K when fewer than K prefixes were ever alive).
+        return ~tf.reduce_all((finished_count >= k) | (step >= limits))
+
+    loop_vars = (0, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
+                 finished_count, decoder.state)
+    loop = tf.while_loop(not_done, body, loop_vars, maximum_iterations=length,
+                         shape_invariants=_batch_and_beam_free(loop_vars))
+    finished, finished_scores, finished_log_probs = loop[3], loop[4], loop[5]
+    return SearchResult(finished[:, :, 1:], finished_scores, finished_log_probs)
+
+
+def _batch_and_beam_free(loop_vars):
+    """Shape invariants that leave the first two dimensions (batch and beam,
+    or their product and the cache length) free, so that `beam_size` may be
+    a tensor fed at run time."""
+
+    def relax(value):
+        shape = tf.TensorShape(tf.convert_to_tensor(value).shape)
+        return tf.TensorShape([None] * min(shape.rank, 2) + shape[2:].as_list())
+
+    return tf.nest.map_structure(relax, loop_vars)
+
+
+def _write(tokens, position, values):
+    """`tokens[..., position] = values` as a select (fixed shapes, no scatter)."""
+    columns = tf.range(tf.shape(tokens)[-1]) == position
+    return tf.where(columns, tf.cast(values, tokens.dtype)[..., None], tokens)

@@ -1,0 +1,233 @@
+"""A whole training run, from a dataset name to a trained, averaged model in
+an output folder (what `examples/train.py` calls).
+
+The output folder holds:
+    config.json         the `TransformerConfig` (the recipe included)
+    run.json            the options of the run and its data report
+    tokenizer.model     the shared SentencePiece model (and .vocab)
+    checkpoints/        the last K training checkpoints, saved.jsonl
+    logs/               TensorBoard event files and metrics.jsonl
+    model.keras         the final weights
+    averaged.keras      the mean of the last K checkpoints (the paper's
+                        checkpoint averaging), the model to decode with
+
+Run the same command again on the same folder to resume a stopped run.
+"""
+
+import dataclasses
+import itertools
+import json
+import os
+import tempfile
+import time
+
+import keras
+import sentencepiece
+import tensorflow as tf
+
+from keras_transformer import data
+from keras_transformer.evaluation import BleuValidator
+from keras_transformer.models import PRESETS, TransformerConfig, transformer
+from keras_transformer.training.checkpoints import (
+    CheckpointCallback,
+    average_checkpoints,
+    checkpoint_paths,
+)
+from keras_transformer.training.distribution import (
+    is_chief,
+    make_strategy,
+    set_precision,
+)
+from keras_transformer.training.schedule import paper_optimizer
+from keras_transformer.training.trainer import Trainer
+
+
+@dataclasses.dataclass
+class RunOptions:
+    """Everything a training run needs besides the model's `TransformerConfig`.
+
+    `None` means "from the config" for `steps`, `batch_tokens` and
+    `keep_checkpoints` (its `train_steps`, `batch_tokens`,
+    `average_checkpoints`).
+    """
+
+    output_dir: str
+    dataset: str = "ding"
+    source_language: str | None = None
+    target_language: str | None = None
+    data_dir: str | None = None
+    ding_path: str = data.ding.DEFAULT_PATH
+    preset: str = "small"
+    overrides: dict = dataclasses.field(default_factory=dict)
+    vocab_size: int = 8000
+    tokenizer_sentences: int = 1_000_000
+    strategy: str = "default"
+    precision: str = "float32"
+    xla: bool = False
+    steps: int | None = None
+    time_budget_minutes: float | None = None
+    batch_tokens: int | None = None
+    accumulation_steps: int = 1
+    checkpoint_every_steps: int | None = 500
+    checkpoint_every_minutes: float | None = None
+    keep_checkpoints: int | None = None
+    eval_every_steps: int = 500
+    bleu_sentences: int = 200
+    shuffle_buffer: int = 200_000
+    seed: int = 1234
+    verbose: int = 1
+
+
+class TimeBudget(keras.callbacks.Callback):
+    """Stops training after `minutes` of it (the final checkpoint is still
+    written by `CheckpointCallback.on_train_end`)."""
+
+    def __init__(self, minutes):
+        super().__init__()
+        self.seconds = minutes * 60
+
+    def on_train_begin(self, logs=None):
+        self.started = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.monotonic() - self.started >= self.seconds:
+            self.model.stop_training = True
+
+
+def resolve_config(options):
+    """The run's `TransformerConfig`: the one saved in the folder when
+    resuming (new overrides must agree with it), else preset + overrides."""
+    if options.preset not in PRESETS:
+        raise ValueError(f"Unknown preset {options.preset!r}; expected one of {sorted(PRESETS)}.")
+    config = PRESETS[options.preset].replace(**options.overrides)
+    if options.batch_tokens:
+        config = config.replace(batch_tokens=options.batch_tokens)
+    saved = os.path.join(options.output_dir, "config.json")
+    if os.path.exists(saved):
+        with open(saved) as file:
+            existing = TransformerConfig.from_json(file.read())
+        if existing != config:
+            changed = sorted(k for k, v in config.to_dict().items() if existing.to_dict()[k] != v)
+            raise ValueError(
+                f"{options.output_dir!r} holds a run with another configuration "
+                f"(differs in {changed}); use a new output folder or the same options."
+            )
+    return config
+
+
+def prepare_tokenizer(options, corpus, chief):
+    """Trains the shared SentencePiece model on the training split, or loads
+    the run's. Training is seeded, so every worker of a multi-machine run
+    builds the same model; only the chief keeps it in the output folder."""
+    path = os.path.join(options.output_dir, "tokenizer.model")
+    if os.path.exists(path):
+        return data.Tokenizer(path)
+    if not chief:
+        path = os.path.join(tempfile.mkdtemp(), "tokenizer.model")
+    sentencepiece.set_random_generator_seed(options.seed)
+    pairs = corpus.pairs("train").take(options.tokenizer_sentences).as_numpy_iterator()
+    texts = itertools.chain.from_iterable(pairs)
+    print(f"Training a {options.vocab_size}-piece SentencePiece BPE model on "
+          f"{corpus.source_language} and {corpus.target_language} training text ...")
+    return data.train_tokenizer(texts, path, options.vocab_size)
+
+
+def _resume_step(checkpoint_dir):
+    latest = tf.train.latest_checkpoint(checkpoint_dir)
+    if latest is None:
+        return 0
+    return int(tf.train.load_variable(latest, "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+def run_training(options):
+    """Trains, saves and averages; returns a summary dict (also in run.json)."""
+    keras.utils.set_random_seed(options.seed)
+    set_precision(options.precision)
+    strategy = make_strategy(options.strategy)
+    chief = is_chief(strategy)
+    config = resolve_config(options)
+    os.makedirs(options.output_dir, exist_ok=True)
+    corpus = data.corpus(options.dataset, options.source_language, options.target_language,
+                         data_dir=options.data_dir, ding_path=options.ding_path)
+    tokenizer = prepare_tokenizer(options, corpus, chief)
+    if chief:
+        with open(os.path.join(options.output_dir, "config.json"), "w") as file:
+            file.write(config.to_json())
+
+    steps = options.steps or config.train_steps
+    replicas = strategy.num_replicas_in_sync
+    micro_batch_tokens = config.batch_tokens // options.accumulation_steps
+    encoded = data.encode_pairs(corpus.pairs("train"), tokenizer).cache()
+    report = data.length_report(encoded, config.max_length)
+    print(f"Training data: {report}.")
+    checkpoint_dir = os.path.join(options.output_dir, "checkpoints")
+    start = _resume_step(checkpoint_dir)
+    train_batches = data.token_batches(
+        encoded.repeat(), micro_batch_tokens, config.max_length, batch_multiple=replicas,
+        shuffle_buffer=options.shuffle_buffer, seed=options.seed + start,
+    ).prefetch(tf.data.AUTOTUNE)
+    validation_pairs = corpus.pairs("validation")
+    validation_batches = data.token_batches(
+        data.encode_pairs(validation_pairs, tokenizer), micro_batch_tokens, config.max_length,
+        batch_multiple=replicas,
+    ).cache()
+    sample = list(validation_pairs.take(options.bleu_sentences).as_numpy_iterator())
+    validators = [BleuValidator(tokenizer, [s.decode() for s, _ in sample],
+                                [t.decode() for _, t in sample])] if sample else []
+
+    with strategy.scope():
+        model = transformer(config, tokenizer.vocab_size)
+        optimizer = paper_optimizer(config)
+    trainer = Trainer(model, optimizer, strategy, config.label_smoothing,
+                      options.accumulation_steps, jit_compile=options.xla)
+    keep = options.keep_checkpoints or config.average_checkpoints
+    callbacks = [CheckpointCallback(checkpoint_dir, model, trainer.optimizer, strategy, keep=keep,
+                                    every_steps=options.checkpoint_every_steps,
+                                    every_minutes=options.checkpoint_every_minutes)]
+    if options.time_budget_minutes:
+        callbacks.append(TimeBudget(options.time_budget_minutes))
+    print(f"Training {model.count_params() / 1e6:.1f}M parameters on {replicas} replica(s) "
+          f"from step {start} to {steps}, {config.batch_tokens} tokens per update.")
+    started = time.monotonic()
+    history = trainer.train(
+        train_batches, steps, callbacks=callbacks, steps_per_epoch=options.eval_every_steps,
+        validation_data=validation_batches, validators=validators,
+        log_dir=os.path.join(options.output_dir, "logs"), verbose=options.verbose,
+    )
+    summary = {
+        "options": dataclasses.asdict(options),
+        "data": dataclasses.asdict(report),
+        "replicas": replicas,
+        "start_step": start,
+        "final_step": int(keras.ops.convert_to_numpy(trainer.optimizer.iterations)),
+        "training_seconds": time.monotonic() - started,
+        "last_logs": history[-1] if history else None,
+    }
+    if chief:
+        model.save(os.path.join(options.output_dir, "model.keras"))
+        summary["averaged_checkpoints"] = average_run(options.output_dir, model=model)
+        with open(os.path.join(options.output_dir, "run.json"), "w") as file:
+            json.dump(summary, file, indent=2, default=str)
+        print(f"Saved model.keras and averaged.keras in {options.output_dir}.")
+    return summary
+
+
+def average_run(output_dir, last=None, model=None, output_file="averaged.keras"):
+    """Averages the last `last` checkpoints of a run (default: its config's
+    `average_checkpoints`) and saves the model as `output_file` in the run.
+
+    `model` defaults to the run's `model.keras`. Returns the checkpoint paths
+    averaged. The file is written to a temporary name and moved into place.
+    """
+    if model is None:
+        model = keras.models.load_model(os.path.join(output_dir, "model.keras"), safe_mode=True)
+    last = last or model.config.average_checkpoints
+    paths = checkpoint_paths(os.path.join(output_dir, "checkpoints"))[-last:]
+    average_checkpoints(model, paths)
+    target = os.path.join(output_dir, output_file)
+    partial = target + ".partial.keras"
+    model.save(partial)
+    os.replace(partial, target)
+    print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) "
+          f"into {target}.")
+    return paths

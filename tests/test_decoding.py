@@ -1,0 +1,180 @@
+"""Greedy and beam search, the length penalty, and the Translator."""
+
+import itertools
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers.tasks import VOCAB, reverse_dataset
+from keras_transformer.data import EOS_ID, Tokenizer, token_batches, train_tokenizer
+from keras_transformer.decoding import Translator, beam_search, greedy_search, length_penalty
+from keras_transformer.models import BASE, transformer
+from keras_transformer.training import Trainer, make_strategy, paper_optimizer
+
+TINY = BASE.replace(num_encoder_layers=1, num_decoder_layers=2, d_model=32, d_ff=64, num_heads=4,
+                    dropout=0.0, max_length=24, warmup_steps=50, decode_margin=4)
+
+
+def _sharpen(model, factor=4.0):
+    """Scales the tied embedding so that a random model's next-token
+    distributions are peaked: searches then have clear winners, not ties."""
+    for weight in model.weights:
+        if "embeddings" in weight.path:
+            weight.assign(weight * factor)
+    return model
+
+
+@pytest.fixture(scope="module")
+def reverse_model():
+    """A model trained briefly on the reverse task: its outputs are real
+    sequences of varying length, not just an immediate end token."""
+    keras.utils.set_random_seed(0)
+    model = transformer(TINY, VOCAB)
+    trainer = Trainer(model, paper_optimizer(TINY), make_strategy("default"))
+    data = token_batches(reverse_dataset(0, 5000, min_length=3, max_length=8).cache().repeat(),
+                         512, 16, shuffle_buffer=1000, seed=0)
+    trainer.train(data, steps=600, steps_per_epoch=600, verbose=0)
+    return model
+
+
+def _sources(seed=5, count=6):
+    rows = [s for s, _, _ in reverse_dataset(seed, count, min_length=3, max_length=8).as_numpy_iterator()]
+    return keras.utils.pad_sequences(rows, padding="post").astype("int32")
+
+
+def test_length_penalty_matches_the_gnmt_formula():
+    for length, alpha in [(1, 0.6), (7, 0.6), (30, 1.0), (5, 0.0)]:
+        assert float(length_penalty(length, alpha)) == pytest.approx(((5 + length) / 6) ** alpha)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+def test_beam_of_one_is_exactly_greedy(reverse_model, alpha):
+    sources = _sources()
+    greedy = greedy_search(reverse_model, sources, alpha=alpha)
+    beam = beam_search(reverse_model, sources, beam_size=1, alpha=alpha)
+    np.testing.assert_array_equal(beam.tokens, greedy.tokens)
+    np.testing.assert_allclose(beam.scores, greedy.scores, rtol=1e-5)
+    lengths = np.count_nonzero(greedy.tokens.numpy()[:, 0], axis=1)
+    assert len(set(lengths)) > 1  # real outputs of several lengths
+
+
+@pytest.mark.parametrize("search", [greedy_search, beam_search])
+def test_cached_decoding_gives_exactly_the_uncached_result(reverse_model, search):
+    sources = _sources(seed=8)
+    cached = search(reverse_model, sources)
+    uncached = search(reverse_model, sources, use_cache=False)
+    np.testing.assert_array_equal(cached.tokens, uncached.tokens)
+    np.testing.assert_allclose(cached.scores, uncached.scores, rtol=1e-4)
+
+
+def test_trained_model_reverses_with_beam_search(reverse_model):
+    sources = _sources(seed=11, count=20)
+    tokens = beam_search(reverse_model, sources, beam_size=4).tokens.numpy()[:, 0]
+    correct = 0
+    for source, output in zip(sources, tokens):
+        body = source[: list(source).index(EOS_ID)]
+        correct += list(output[: len(body) + 1]) == list(body[::-1]) + [EOS_ID]
+    assert correct >= 10, correct  # a tiny model after 600 steps: half of them or more
+
+
+def _exhaustive(model, source, max_length, alpha):
+    """Scores every output of up to `max_length` tokens ending in EOS
+    (PAD and BOS are never generated) with full forward passes."""
+    allowed = [t for t in range(model.target_vocab_size) if t not in (0, 2)]
+    best = []
+    for length in range(1, max_length + 1):
+        for body in itertools.product([t for t in allowed if t != EOS_ID], repeat=length - 1):
+            sequence = list(body) + [EOS_ID]
+            target_in = np.array([[2] + sequence[:-1]], "int32")
+            logits = model({"source_ids": source[None], "target_ids": target_in}).numpy()[0]
+            logits[:, [0, 2]] = -np.inf
+            log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(-1, keepdims=True)
+            total = sum(log_probs[i, t] for i, t in enumerate(sequence))
+            best.append((total / ((5 + length) / 6) ** alpha, sequence))
+    return max(best)
+
+
+@pytest.mark.parametrize("seed,alpha", [(0, 0.6), (1, 0.6), (2, 0.0), (3, 2.0), (4, 0.6)])
+def test_beam_as_wide_as_the_vocabulary_finds_the_exhaustive_best(seed, alpha):
+    keras.utils.set_random_seed(seed)
+    vocab = 5  # pad, unk, bos, eos and one symbol
+    model = _sharpen(transformer(TINY.replace(max_length=8), vocab), factor=3.0)
+    source = np.array([4, 1, 4, EOS_ID], "int32")
+    result = beam_search(model, source[None], beam_size=vocab, alpha=alpha, max_output_length=3)
+    best_score, best_sequence = _exhaustive(model, source, 3, alpha)
+    found = [int(t) for t in result.tokens.numpy()[0, 0] if t]
+    assert found == best_sequence
+    assert float(result.scores[0, 0]) == pytest.approx(best_score, abs=1e-4)
+
+
+def test_n_best_is_sorted_and_respects_the_length_limit(reverse_model):
+    sources = _sources(seed=3)
+    result = beam_search(reverse_model, sources, beam_size=4, decode_margin=2)
+    scores = result.scores.numpy()
+    assert np.all(np.diff(scores, axis=1) <= 0)
+    source_lengths = np.count_nonzero(sources, axis=1) - 1  # without the end token
+    output_lengths = np.count_nonzero(result.tokens.numpy(), axis=2)
+    assert np.all(output_lengths <= source_lengths[:, None] + 2)
+    # Every hypothesis ends with exactly one end token.
+    assert np.all((result.tokens.numpy() == EOS_ID).sum(axis=2) == 1)
+
+
+def test_search_runs_in_tf_function_with_xla_and_a_tensor_beam_size(reverse_model):
+    sources = tf.constant(_sources(seed=4))
+    eager = beam_search(reverse_model, sources, beam_size=3)
+    compiled = tf.function(lambda s: beam_search(reverse_model, s, beam_size=3).tokens, jit_compile=True)
+    np.testing.assert_array_equal(compiled(sources), eager.tokens)
+    dynamic = tf.function(lambda s, k: beam_search(reverse_model, s, beam_size=k).tokens)
+    np.testing.assert_array_equal(dynamic(sources, tf.constant(3)), eager.tokens)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_path(tmp_path_factory):
+    words = "der die das Haus Baum groß klein ist war hier dort und oder nicht ein eine".split()
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(words, size=rng.integers(3, 10))) + "." for _ in range(500)]
+    path = tmp_path_factory.mktemp("spm") / "tokenizer.model"
+    train_tokenizer(texts, path, vocab_size=60)
+    return str(path)
+
+
+@pytest.fixture
+def translator(tokenizer_path):
+    keras.utils.set_random_seed(0)
+    tokenizer = Tokenizer(tokenizer_path)
+    model = _sharpen(transformer(TINY.replace(max_length=16), tokenizer.vocab_size))
+    return Translator(model, tokenizer, beam_size=3, batch_size=4)
+
+
+SENTENCES = ["Das Haus ist groß.", "der Baum", "Hier und dort war ein Haus nicht klein.",
+             "die", "Ein Baum ist hier, ein Haus ist dort.", "klein oder groß"]
+
+
+def test_batch_translation_equals_one_by_one(translator):
+    together = translator.translate(SENTENCES)
+    alone = [translator.translate([s])[0] for s in SENTENCES]
+    assert together == alone
+    assert len(set(together)) > 2  # not all the same string
+    n_best = translator.translate(SENTENCES[:2], n_best=3)
+    assert [len(h) for h in n_best] == [3, 3] and n_best[0][0][0] == together[0]
+    assert all(a[1] >= b[1] for hyps in n_best for a, b in zip(hyps, hyps[1:]))
+
+
+def test_empty_and_blank_inputs_translate_to_empty_strings(translator):
+    assert translator.translate(["", "   ", SENTENCES[0]]) == ["", "", translator.translate([SENTENCES[0]])[0]]
+    assert translator.translate(["", "Haus"], n_best=2)[0] == [("", 0.0), ("", 0.0)]
+    assert translator.translate([]) == []
+
+
+def test_overlong_inputs_are_truncated_or_refused(translator):
+    limit = translator.model.config.max_length - 1
+    long_sentence = " ".join(["Haus Baum groß"] * 20)
+    ids = translator.tokenizer.tokenize(tf.constant([long_sentence]))[0].numpy()
+    assert len(ids) > limit
+    cut = translator.tokenizer.detokenize(tf.constant([ids[:limit]])).numpy()[0].decode()
+    assert translator.translate([long_sentence]) == translator.translate([cut])
+    strict = Translator(translator.model, translator.tokenizer, overlong="error")
+    with pytest.raises(ValueError, match=r"Sentence\(s\) \[1\] are longer than the model's 15 tokens"):
+        strict.translate(["Haus", long_sentence])
