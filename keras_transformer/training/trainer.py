@@ -64,6 +64,13 @@ class Trainer:
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(model.trainable_variables)
         self.optimizer = optimizer
+        statistics = lambda labels, logits: token_statistics(labels, logits, label_smoothing)  # noqa: E731
+        # The loss reads the (batch, length, vocabulary) logits several times;
+        # XLA fuses those passes (a 20% faster base-model step on CPU, see
+        # benchmarks/train_throughput.py) while the matmuls stay on the
+        # backend's own kernels. With `jit_compile` the whole step is compiled
+        # and a nested compiled function would only slow it down.
+        self._statistics = statistics if jit_compile else tf.function(statistics, jit_compile=True)
         self._compute = tf.function(self._gradients_and_statistics, jit_compile=jit_compile)
         self._train_step = tf.function(self._distributed_train_step)
         # Validation batches come in many shapes; one general trace serves them.
@@ -74,7 +81,7 @@ class Trainer:
     def _gradients_and_statistics(self, inputs, labels, global_tokens):
         with tf.GradientTape() as tape:
             logits = self.model(inputs, training=True)
-            stats = token_statistics(labels, logits, self.label_smoothing)
+            stats = self._statistics(labels, logits)
             loss = self.optimizer.scale_loss(stats["loss"] / global_tokens)
         gradients = tape.gradient(loss, self.model.trainable_variables)
         return [tf.convert_to_tensor(g) for g in gradients], stats
@@ -102,7 +109,7 @@ class Trainer:
         return {k: self.strategy.reduce("sum", v, axis=None) for k, v in totals.items()}
 
     def _replica_eval_step(self, inputs, labels):
-        return token_statistics(labels, self.model(inputs, training=False), self.label_smoothing)
+        return self._statistics(labels, self.model(inputs, training=False))
 
     def _distributed_eval_step(self, batch):
         totals = self.strategy.run(self._replica_eval_step, args=batch)

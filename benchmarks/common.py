@@ -1,0 +1,103 @@
+"""Helpers the benchmarks share: the machine's matmul peak, timing, FLOP
+counts of the Transformer, and an equivalent PyTorch model built from
+`torch.nn.Transformer` (PyTorch is installed only for the benchmarks:
+`pip install torch==2.13.0`)."""
+
+import os
+import platform
+import time
+
+import numpy as np
+
+
+def machine():
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+
+
+def timed(step, warmup, repeats):
+    """Median seconds of `step()` after `warmup` calls."""
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def tf_matmul_peak(dtype="float32", sizes=(1024, 2048, 4096), repeats=10):
+    """Best FLOP/s of square matmuls in TensorFlow (the machine's peak for
+    the kernels a training step uses), over `sizes`."""
+    import tensorflow as tf
+
+    best = 0.0
+    for size in sizes:
+        a = tf.Variable(tf.cast(tf.random.normal([size, size]), dtype))
+        b = tf.Variable(tf.cast(tf.random.normal([size, size]), dtype))
+        matmul = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
+        best = max(best, 2 * size**3 / timed(lambda: matmul().numpy(), 2, repeats))
+    return best
+
+
+def training_flops(config, vocab, batch, source_length, target_length):
+    """Matmul FLOPs of one training step (forward and backward, 3x forward),
+    counting the full padded shapes: projections, feed-forward, attention
+    scores and weighted sums, and the tied output projection."""
+    d, f = config.d_model, config.d_ff
+    hk, hv = config.num_heads * config.head_key_dim, config.num_heads * config.head_value_dim
+    s, t = batch * source_length, batch * target_length
+
+    def attention(queries, keys, query_len, key_len):
+        projections = queries * d * hk + keys * d * (hk + hv) + queries * hv * d
+        scores = batch * query_len * key_len * (hk + hv)
+        return 2 * (projections + scores)
+
+    encoder = config.num_encoder_layers * (
+        attention(s, s, source_length, source_length) + 2 * s * 2 * d * f)
+    decoder = config.num_decoder_layers * (
+        attention(t, t, target_length, target_length)
+        + attention(t, s, target_length, source_length) + 2 * t * 2 * d * f)
+    logits = 2 * t * d * vocab
+    return 3 * (encoder + decoder + logits)
+
+
+def torch_transformer(config, vocab):
+    """The same model in PyTorch: shared embedding scaled by sqrt(d_model),
+    sinusoidal positions, `nn.Transformer` (post-norm, ReLU) and tied
+    logits."""
+    import math
+
+    import torch
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding = torch.nn.Embedding(vocab, config.d_model, padding_idx=0)
+            self.transformer = torch.nn.Transformer(
+                d_model=config.d_model, nhead=config.num_heads,
+                num_encoder_layers=config.num_encoder_layers,
+                num_decoder_layers=config.num_decoder_layers,
+                dim_feedforward=config.d_ff, dropout=config.dropout, batch_first=True)
+            self.dropout = torch.nn.Dropout(config.dropout)
+            self.scale = math.sqrt(config.d_model)
+
+        def positions(self, length):
+            position = torch.arange(length, dtype=torch.float32)[:, None]
+            frequency = torch.pow(10000.0, -torch.arange(0, config.d_model, 2) / config.d_model)
+            table = torch.zeros(length, config.d_model)
+            table[:, 0::2] = torch.sin(position * frequency)
+            table[:, 1::2] = torch.cos(position * frequency)
+            return table
+
+        def embed(self, ids):
+            return self.dropout(self.embedding(ids) * self.scale + self.positions(ids.shape[1]))
+
+        def forward(self, source, target):
+            causal = torch.nn.Transformer.generate_square_subsequent_mask(target.shape[1])
+            hidden = self.transformer(
+                self.embed(source), self.embed(target), tgt_mask=causal, tgt_is_causal=True,
+                src_key_padding_mask=source == 0, memory_key_padding_mask=source == 0)
+            return hidden @ self.embedding.weight.T
+
+    return Model()
