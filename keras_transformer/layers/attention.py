@@ -138,17 +138,20 @@ class MultiHeadAttention(keras.layers.Layer):
 
     @staticmethod
     def _write_cache(cache, update, index):
-        """Writes `update` into `cache` along axis 1 starting at `index`.
+        """Writes `update` `(batch, steps, heads, dim)` into `cache` at
+        positions `index ... index + steps - 1`.
 
-        Not `ops.slice_update`: on TensorFlow it lowers to the XLA op
-        XlaDynamicUpdateSlice, which tf2onnx cannot convert. A select over the
-        cache costs one pass over it, which attention pays anyway.
+        A scatter touches only the new rows (TensorFlow updates the buffer in
+        place when it can; tf2onnx converts it to ScatterND). Not
+        `ops.slice_update`: on TensorFlow that lowers to the XLA op
+        XlaDynamicUpdateSlice, which tf2onnx cannot convert.
         """
-        offset = ops.arange(ops.shape(cache)[1]) - index
-        steps = ops.shape(update)[1]
-        inside = ops.logical_and(offset >= 0, offset < steps)[None, :, None, None]
-        spread = ops.take(update, ops.clip(offset, 0, steps - 1), axis=1)
-        return ops.where(inside, ops.cast(spread, cache.dtype), cache)
+        batch, steps = ops.shape(update)[0], ops.shape(update)[1]
+        rows = ops.repeat(ops.arange(batch), steps)
+        positions = ops.tile(ops.arange(steps), [batch]) + index
+        updates = ops.reshape(update, (batch * steps, update.shape[2], update.shape[3]))
+        return ops.scatter_update(cache, ops.stack([rows, positions], axis=1),
+                                  ops.cast(updates, cache.dtype))
 
     def _mask(self, query_length, key_length, attention_mask, use_causal_mask,
               position_offset, value_mask, key_mask):

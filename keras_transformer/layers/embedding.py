@@ -71,7 +71,14 @@ class SharedEmbedding(keras.layers.Layer):
 
     def call(self, inputs, reverse=False):
         if reverse:
-            logits = ops.matmul(inputs, ops.transpose(ops.cast(self.embeddings, inputs.dtype)))
+            embeddings = ops.cast(self.embeddings, inputs.dtype)
+            if len(inputs.shape) == 3 and inputs.shape[1] == 1:
+                # One position per row (incremental decoding): E x^T, then
+                # transposed, is about 1.7x faster on oneDNN than x E^T
+                # when there are few rows. Training keeps x E^T, faster there.
+                logits = ops.einsum("vd,bd->bv", embeddings, inputs[:, 0])[:, None]
+            else:
+                logits = ops.matmul(inputs, ops.transpose(embeddings))
             return ops.cast(logits, "float32")
         vectors = ops.take(self.embeddings, ops.cast(inputs, "int32"), axis=0)
         if self.scale:

@@ -1,0 +1,106 @@
+"""Decoding throughput of the base model: our cached beam and greedy search,
+our uncached search (the decoder re-run over the whole prefix at every step),
+and Hugging Face `transformers`' `MarianMTModel.generate` on PyTorch CPU with
+the same dimensions, side by side in one run.
+
+    pip install torch==2.13.0 transformers   # only for this benchmark
+    python benchmarks/decode_throughput.py
+
+Setting: base preset (6+6 layers, d_model 512, d_ff 2048, 8 heads), a
+37,000-token vocabulary, random weights, a batch of 16 sentences of 24
+tokens, exactly 40 output tokens per sentence (the end token is kept from
+winning before then), beam 4 and greedy. Reported: target tokens per second
+(16 x 40 / seconds per batch).
+"""
+
+import argparse
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+from common import machine, timed  # noqa: E402
+
+BATCH, SOURCE_LENGTH, OUTPUT_TOKENS, VOCAB = 16, 24, 40, 37000
+
+
+def sources(seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(4, VOCAB, (BATCH, SOURCE_LENGTH)).astype("int32")
+    ids[:, -1] = 3  # end token
+    return ids
+
+
+def ours(repeats):
+    import tensorflow as tf
+
+    from keras_transformer.data import EOS_ID
+    from keras_transformer.decoding import beam_search, greedy_search
+    from keras_transformer.models import BASE, transformer
+
+    # Output limit = source length (23 without its end token) + margin = 40.
+    config = BASE.replace(decode_margin=OUTPUT_TOKENS - (SOURCE_LENGTH - 1))
+    model = transformer(config, VOCAB)
+    embeddings = model.get_layer("shared_embedding").embeddings
+    # A zero end-token embedding gives it logit 0, below the best of 37,000
+    # random logits: outputs run to the limit, as Marian's min_new_tokens does.
+    embeddings.assign(tf.tensor_scatter_nd_update(embeddings, [[EOS_ID]], tf.zeros([1, 512])))
+    source = tf.constant(sources())
+    results = {}
+    for name, search, kwargs in [
+        ("ours, beam 4, cached", beam_search, dict(beam_size=4)),
+        ("ours, greedy, cached", greedy_search, {}),
+        ("ours, beam 4, uncached", beam_search, dict(beam_size=4, use_cache=False)),
+        ("ours, greedy, uncached", greedy_search, dict(use_cache=False)),
+    ]:
+        function = tf.function(lambda s, search=search, kwargs=kwargs: search(model, s, **kwargs).tokens)
+        lengths = np.count_nonzero(function(source).numpy()[:, 0], axis=1)
+        assert (lengths == OUTPUT_TOKENS).all(), lengths
+        results[name] = timed(lambda: function(source).numpy(), warmup=1, repeats=repeats)
+    return results
+
+
+def marian(repeats):
+    import torch
+    from transformers import MarianConfig, MarianMTModel
+
+    torch.set_num_threads(os.cpu_count())
+    config = MarianConfig(
+        vocab_size=VOCAB, d_model=512, encoder_layers=6, decoder_layers=6,
+        encoder_attention_heads=8, decoder_attention_heads=8, encoder_ffn_dim=2048,
+        decoder_ffn_dim=2048, max_position_embeddings=256, pad_token_id=0, eos_token_id=3,
+        decoder_start_token_id=2, forced_eos_token_id=None)
+    model = MarianMTModel(config).eval()
+    source = torch.from_numpy(sources().astype("int64"))
+    results = {}
+    for name, beams in [("Marian generate, beam 4", 4), ("Marian generate, greedy", 1)]:
+        def run():
+            with torch.inference_mode():
+                return model.generate(source, num_beams=beams, do_sample=False,
+                                      min_new_tokens=OUTPUT_TOKENS, max_new_tokens=OUTPUT_TOKENS,
+                                      early_stopping=True)
+        results[name] = timed(run, warmup=1, repeats=repeats)
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print(f"Machine: {machine()}. Batch {BATCH} x {SOURCE_LENGTH} source tokens, "
+          f"{OUTPUT_TOKENS} output tokens each, base model, vocabulary {VOCAB}.\n")
+    results = ours(args.repeats) | marian(args.repeats)
+    tokens = BATCH * OUTPUT_TOKENS
+    print(f"{'':28s} {'s/batch':>8s} {'target tok/s':>13s}")
+    for name, seconds in results.items():
+        print(f"{name:28s} {seconds:8.2f} {tokens / seconds:13.0f}")
+    ratio = lambda a, b: results[b] / results[a]  # noqa: E731
+    print(f"\nbeam 4: ours / Marian {ratio('ours, beam 4, cached', 'Marian generate, beam 4'):.2f}x; "
+          f"greedy: ours / Marian {ratio('ours, greedy, cached', 'Marian generate, greedy'):.2f}x")
+    print(f"cached / uncached: beam 4 {ratio('ours, beam 4, cached', 'ours, beam 4, uncached'):.2f}x, "
+          f"greedy {ratio('ours, greedy, cached', 'ours, greedy, uncached'):.2f}x")
+
+
+if __name__ == "__main__":
+    main()
