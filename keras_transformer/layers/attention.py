@@ -123,17 +123,23 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dense = dense(self.output_dim or query_shape[-1], "attention_output")
         self.output_dense.build(tuple(query_shape[:-1]) + (self.num_heads * self.value_dim,))
 
-    def _split_heads(self, x, head_dim):
+    def _project(self, dense, x, head_dim):
+        """`dense(x)` split into heads: `(batch, length, heads, head_dim)`.
+
+        The shape is read from `x`, not from the projection: tf2onnx
+        converts a reshape that reads the shape of a Dense output on 3-D
+        input wrongly (onnx/tensorflow-onnx#2085).
+        """
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        return ops.reshape(x, (batch, length, self.num_heads, head_dim))
+        return ops.reshape(dense(x), (batch, length, self.num_heads, head_dim))
 
     def key_value_cache(self, key, value=None):
         """Projects encoder output once into the `(keys, values)` cache that
         cross-attention reads at every decoding step."""
         value = key if value is None else value
         return (
-            self._split_heads(self.key_dense(key), self.key_dim),
-            self._split_heads(self.value_dense(value), self.value_dim),
+            self._project(self.key_dense, key, self.key_dim),
+            self._project(self.value_dense, value, self.value_dim),
         )
 
     @staticmethod
@@ -191,7 +197,7 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         value = query if value is None and cache is None else value
         key = value if key is None else key
-        queries = self._split_heads(self.query_dense(query), self.key_dim)
+        queries = self._project(self.query_dense, query, self.key_dim)
         if cache is not None and cache_update_index is None:
             keys, values = cache  # a `value_mask` here must cover the cached keys
         else:

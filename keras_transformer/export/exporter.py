@@ -1,0 +1,187 @@
+"""Exports a trained run to every serving format, checks what it wrote, and
+only then moves it into place.
+
+Layout of an export folder:
+    model.keras            the Keras model (load with safe_mode=True)
+    tokenizer.model        the SentencePiece model (and tokenizer.vocab)
+    saved_model/           text in, text out, and the id signatures (needs TF Text ops)
+    saved_model_core/      the id signatures only, core TF ops (stock TF Serving)
+    onnx/                  forward.onnx, encoder.onnx, decoder_step.onnx,
+                           config.json and tokenizer.model, for onnxruntime
+    export.json            what was exported and what the checks measured
+
+Everything is written to a temporary folder next to the destination; a
+failure (a missing or corrupt model, checkpoint or tokenizer, a check that
+does not pass) removes it and leaves any earlier export untouched.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import keras
+import numpy as np
+import onnxruntime
+import tensorflow as tf
+
+from keras_transformer.data import Tokenizer
+from keras_transformer.decoding import Translator, beam_search, load_model_and_tokenizer
+from keras_transformer.export import onnx_graphs, saved_model
+from keras_transformer.export.onnx_runner import CONFIG_FILE, OnnxSearch
+from keras_transformer.models import TransformerConfig, transformer
+
+FORMATS = ("keras", "saved_model", "onnx")
+CHECK_SENTENCES = ("", "Guten Morgen!", "Das Haus ist groß.",
+                   "Ich habe heute keine Zeit, aber morgen komme ich gern.")
+
+
+def load_for_export(run_dir, model_file=None, checkpoint=None):
+    """The model (in float32, whatever precision it was trained in) and the
+    tokenizer of a run: from `model_file` (default averaged.keras, else
+    model.keras), or from a training `checkpoint` path and the run's
+    config.json."""
+    if checkpoint is None:
+        trained, tokenizer = load_model_and_tokenizer(run_dir, model_file)
+    else:
+        tokenizer = Tokenizer(os.path.join(run_dir, "tokenizer.model"))
+        config_path = os.path.join(run_dir, "config.json")
+        if not os.path.isfile(config_path):
+            raise FileNotFoundError(f"{config_path} is missing; it describes the checkpoint's model.")
+        with open(config_path) as file:
+            trained = transformer(TransformerConfig.from_json(file.read()), tokenizer.vocab_size)
+        try:
+            tf.train.Checkpoint(model=trained).restore(checkpoint).expect_partial() \
+                .assert_existing_objects_matched()
+        except (tf.errors.OpError, AssertionError, ValueError) as error:
+            raise ValueError(f"Cannot read checkpoint {checkpoint!r}: {error}") from None
+    # Serving formats run in float32 (onnxruntime has little bfloat16
+    # support), so the weights go into a float32 copy of the model.
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")
+    try:
+        model = transformer(trained.config, trained.source_vocab_size, trained.target_vocab_size)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    model.set_weights(trained.get_weights())
+    return model, tokenizer
+
+
+def onnx_config(model):
+    """What the ONNX runner needs to know about the model."""
+    config = model.config
+    return {
+        "num_decoder_layers": config.num_decoder_layers,
+        "num_heads": config.num_heads,
+        "head_key_dim": config.head_key_dim,
+        "head_value_dim": config.head_value_dim,
+        "target_vocab_size": model.target_vocab_size,
+        "max_length": config.max_length,
+        "beam_size": config.beam_size,
+        "length_penalty": config.length_penalty,
+        "decode_margin": config.decode_margin,
+    }
+
+
+def _check_ids(tokenizer, model):
+    texts = tf.constant([s for s in CHECK_SENTENCES if s])
+    ids = tokenizer.tokenize(texts)[:, :model.config.max_length - 1]
+    source = tf.concat([ids, tf.fill([ids.nrows(), 1], 3)], axis=1).to_tensor()
+    target = tf.concat([tf.fill([ids.nrows(), 1], 2), ids], axis=1).to_tensor()
+    return source.numpy(), target.numpy()
+
+
+def export_run(run_dir, output_dir, formats=FORMATS, model_file=None, checkpoint=None,
+               overwrite=False):
+    """Exports a training output folder; returns the report in export.json.
+
+    Raises:
+        FileExistsError: `output_dir` exists and `overwrite` is False.
+        FileNotFoundError, ValueError: missing or unreadable inputs, or a
+            format that fails its check.
+    """
+    unknown = set(formats) - set(FORMATS)
+    if unknown:
+        raise ValueError(f"Unknown export format(s) {sorted(unknown)}; choose from {FORMATS}.")
+    output_dir = os.path.abspath(output_dir)
+    if os.path.exists(output_dir) and not overwrite:
+        raise FileExistsError(f"{output_dir} exists; pass overwrite=True to replace it.")
+    model, tokenizer = load_for_export(run_dir, model_file, checkpoint)
+    parent = os.path.dirname(output_dir)
+    os.makedirs(parent, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=".export-", dir=parent)
+    try:
+        report = _write_and_check(model, tokenizer, run_dir, scratch, formats)
+        with open(os.path.join(scratch, "export.json"), "w") as file:
+            json.dump(report, file, indent=2)
+        if os.path.exists(output_dir):
+            shutil.rmtree(output_dir)
+        os.replace(scratch, output_dir)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return report
+
+
+def _write_and_check(model, tokenizer, run_dir, folder, formats):
+    for name in ("tokenizer.model", "tokenizer.vocab"):
+        if os.path.exists(os.path.join(run_dir, name)):
+            shutil.copy(os.path.join(run_dir, name), folder)
+    source, target = _check_ids(tokenizer, model)
+    inputs = {"source_ids": source, "target_ids": target}
+    expected_logits = model(inputs).numpy()
+    expected_search = beam_search(model, source)
+    translator = Translator(model, tokenizer)
+    expected_text = translator.translate(list(CHECK_SENTENCES))
+    report = {"config": model.config.to_dict(), "formats": {}}
+
+    if "keras" in formats:
+        path = os.path.join(folder, "model.keras")
+        model.save(path)
+        reloaded = keras.models.load_model(path, safe_mode=True)
+        difference = float(np.abs(reloaded(inputs).numpy() - expected_logits).max())
+        _require(difference == 0.0, f".keras reload changed the logits by {difference}")
+        report["formats"]["keras"] = {"path": "model.keras", "max_logit_difference": difference}
+
+    if "saved_model" in formats:
+        text_path = saved_model.save(model, os.path.join(folder, "saved_model"), tokenizer)
+        core_path = saved_model.save(model, os.path.join(folder, "saved_model_core"))
+        text = tf.saved_model.load(text_path).signatures["serving_default"](
+            text=tf.constant(list(CHECK_SENTENCES)))
+        translations = [t.decode() for t in text["translations"].numpy()]
+        _require(translations == expected_text, "the SavedModel translated differently from the Translator")
+        core = tf.saved_model.load(core_path).signatures["search_ids"](
+            source_ids=tf.constant(source), beam_size=tf.constant(model.config.beam_size),
+            alpha=tf.constant(float(model.config.length_penalty)),
+            decode_margin=tf.constant(model.config.decode_margin))
+        _require(np.array_equal(core["target_ids"].numpy(), expected_search.tokens.numpy()),
+                 "the core SavedModel's search_ids differs from the in-process beam search")
+        report["formats"]["saved_model"] = {
+            "paths": ["saved_model", "saved_model_core"],
+            "signatures": {"saved_model": saved_model.signature_names(text=True),
+                           "saved_model_core": saved_model.signature_names(text=False)},
+            "translations_match": True, "search_ids_match": True,
+        }
+
+    if "onnx" in formats:
+        directory = os.path.join(folder, "onnx")
+        onnx_graphs.export(model, directory)
+        with open(os.path.join(directory, CONFIG_FILE), "w") as file:
+            json.dump(onnx_config(model), file, indent=2)
+        shutil.copy(os.path.join(run_dir, "tokenizer.model"), directory)
+        runner = OnnxSearch(directory)
+        forward = onnxruntime.InferenceSession(os.path.join(directory, "forward.onnx"))
+        logits = forward.run(None, {"source_ids": source, "target_ids": target})[0]
+        difference = float(np.abs(logits - expected_logits).max())
+        _require(difference < 1e-4, f"ONNX logits differ from Keras by {difference} (> 1e-4)")
+        tokens, _ = runner.beam(source)
+        _require(np.array_equal(tokens, expected_search.tokens.numpy()),
+                 "the onnxruntime beam search differs from the TensorFlow one")
+        report["formats"]["onnx"] = {"path": "onnx", "opset": onnx_graphs.OPSET,
+                                     "max_logit_difference": difference, "beam_tokens_match": True}
+    return report
+
+
+def _require(ok, message):
+    if not ok:
+        raise ValueError(f"Export check failed: {message}.")

@@ -1,0 +1,99 @@
+"""ONNX graphs of a model, converted with tf2onnx, for onnxruntime.
+
+Three graphs, because a search loop does not convert well (tf2onnx cannot
+convert loops that stack a TensorArray) and because a runtime should keep its
+own loop: the search lives in `onnx_runner.py`.
+
+- `forward.onnx`: `source_ids`, `target_ids` -> `logits` (the full model).
+- `encoder.onnx`: `source_ids` -> `encoder_output`, and the cross-attention
+  keys and values of every decoder layer (`cross_keys_<i>`,
+  `cross_values_<i>`), computed once per sentence.
+- `decoder_step.onnx`: the newest `target_ids` `(rows, 1)`, the `step`
+  (its position), `source_ids` (for the padding mask), the cross-attention
+  keys and values, and the self-attention caches `self_keys_<i>`,
+  `self_values_<i>` `(rows, max_length, heads, head_dim)` -> `logits`
+  `(rows, vocabulary)` and the updated caches `new_self_keys_<i>`,
+  `new_self_values_<i>`.
+"""
+
+import os
+
+import tensorflow as tf
+import tf2onnx
+
+from keras_transformer.models import PAD_ID
+
+OPSET = 17
+
+
+def _cache_spec(model, name, dim):
+    return tf.TensorSpec([None, None, model.config.num_heads, dim], model.compute_dtype, name=name)
+
+
+def _layer_names(model, prefix):
+    return [f"{prefix}_{i}" for i in range(model.config.num_decoder_layers)]
+
+
+def forward_function(model):
+    def forward(source_ids, target_ids):
+        return {"logits": model({"source_ids": source_ids, "target_ids": target_ids})}
+
+    signature = [tf.TensorSpec([None, None], tf.int32, name="source_ids"),
+                 tf.TensorSpec([None, None], tf.int32, name="target_ids")]
+    return tf.function(forward, input_signature=signature)
+
+
+def encoder_function(model):
+    def encoder(source_ids):
+        encoder_output = model.encode(source_ids, training=False)
+        outputs = {"encoder_output": encoder_output}
+        for i, layer in enumerate(model.decoder_layers):
+            keys, values = layer.cross_attention_cache(encoder_output)
+            outputs[f"cross_keys_{i}"], outputs[f"cross_values_{i}"] = keys, values
+        return outputs
+
+    return tf.function(encoder, input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
+
+
+def decoder_step_function(model):
+    config = model.config
+    key_dim, value_dim = config.head_key_dim, config.head_value_dim
+    cross_keys, cross_values = _layer_names(model, "cross_keys"), _layer_names(model, "cross_values")
+    self_keys, self_values = _layer_names(model, "self_keys"), _layer_names(model, "self_values")
+    signature = [
+        tf.TensorSpec([None, 1], tf.int32, name="target_ids"),
+        tf.TensorSpec([], tf.int32, name="step"),
+        tf.TensorSpec([None, None], tf.int32, name="source_ids"),
+        *[_cache_spec(model, name, key_dim) for name in cross_keys],
+        *[_cache_spec(model, name, value_dim) for name in cross_values],
+        *[_cache_spec(model, name, key_dim) for name in self_keys],
+        *[_cache_spec(model, name, value_dim) for name in self_values],
+    ]
+    layers = config.num_decoder_layers
+
+    def decoder_step(target_ids, step, source_ids, *caches):
+        groups = [list(caches[i * layers:(i + 1) * layers]) for i in range(4)]
+        cache = {"source_padding": tf.not_equal(source_ids, PAD_ID), "cross_keys": groups[0],
+                 "cross_values": groups[1], "self_keys": groups[2], "self_values": groups[3]}
+        logits, cache = model.decode_step(target_ids, step, cache)
+        outputs = {"logits": logits[:, 0]}
+        for i in range(layers):
+            outputs[f"new_self_keys_{i}"] = cache["self_keys"][i]
+            outputs[f"new_self_values_{i}"] = cache["self_values"][i]
+        return outputs
+
+    return tf.function(decoder_step, input_signature=signature)
+
+
+def export(model, directory, opset=OPSET):
+    """Writes forward.onnx, encoder.onnx and decoder_step.onnx to `directory`."""
+    os.makedirs(directory, exist_ok=True)
+    paths = {}
+    for name, make in (("forward", forward_function), ("encoder", encoder_function),
+                       ("decoder_step", decoder_step_function)):
+        function = make(model)
+        path = os.path.join(directory, f"{name}.onnx")
+        tf2onnx.convert.from_function(function, input_signature=function.input_signature,
+                                      opset=opset, output_path=path)
+        paths[name] = path
+    return paths

@@ -1,0 +1,168 @@
+"""Greedy and beam search over the exported ONNX graphs with onnxruntime and
+NumPy, and text in / text out with the `sentencepiece` package: translation
+without TensorFlow.
+
+The search is the same as `keras_transformer.decoding.beam_search` (same
+rules, same tie-breaking: the lower index first), written again in NumPy
+because this runner must not need TensorFlow; the tests check that both give
+the same tokens. Greedy search is the beam search with one beam.
+
+Usage:
+    translator = OnnxTranslator("exported/onnx")
+    translator.translate(["Guten Morgen!"])
+"""
+
+import json
+import os
+
+import numpy as np
+import onnxruntime
+import sentencepiece
+
+PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
+_NEG_INF = np.float32(-1e9)
+CONFIG_FILE = "config.json"
+
+
+def length_penalty(length, alpha):
+    """GNMT length penalty ((5 + length) / 6) ** alpha, in float32 as in TF."""
+    return np.power(np.float32((5.0 + length) / 6.0), np.float32(alpha))
+
+
+def _top(values, k):
+    """Indices of the k largest values per row, ties to the lower index (as
+    `tf.math.top_k`)."""
+    return np.argsort(-values, axis=1, kind="stable")[:, :k]
+
+
+class OnnxSearch:
+    """Searches with `encoder.onnx` and `decoder_step.onnx` from `directory`
+    (written by `keras_transformer.export`, with its `config.json`)."""
+
+    def __init__(self, directory, threads=None):
+        with open(os.path.join(directory, CONFIG_FILE)) as file:
+            self.config = json.load(file)
+        options = onnxruntime.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        self.encoder = onnxruntime.InferenceSession(os.path.join(directory, "encoder.onnx"), options)
+        self.decoder_step = onnxruntime.InferenceSession(
+            os.path.join(directory, "decoder_step.onnx"), options)
+        self.layers = self.config["num_decoder_layers"]
+
+    def limits(self, source_ids, decode_margin=None, max_output_length=None):
+        margin = self.config["decode_margin"] if decode_margin is None else decode_margin
+        cap = self.config["max_length"] if max_output_length is None else max_output_length
+        real = np.sum((source_ids != PAD_ID) & (source_ids != EOS_ID), axis=1)
+        return np.minimum(real + margin, cap)
+
+    def greedy(self, source_ids, alpha=None, **limits):
+        """Greedy search: `(tokens (batch, 1, length), scores (batch, 1))`."""
+        return self.beam(source_ids, beam_size=1, alpha=alpha, **limits)
+
+    def beam(self, source_ids, beam_size=None, alpha=None, decode_margin=None,
+             max_output_length=None):
+        """Beam search: `(tokens (batch, K, length), scores (batch, K))`, best first."""
+        k = self.config["beam_size"] if beam_size is None else beam_size
+        alpha = self.config["length_penalty"] if alpha is None else alpha
+        source_ids = np.asarray(source_ids, np.int32)
+        batch = source_ids.shape[0]
+        limits = self.limits(source_ids, decode_margin, max_output_length)
+        length = int(limits.max())
+        vocab = self.config["target_vocab_size"]
+
+        encoded = dict(zip([o.name for o in self.encoder.get_outputs()],
+                           self.encoder.run(None, {"source_ids": source_ids})))
+        feeds = {"source_ids": np.repeat(source_ids, k, axis=0)}
+        for i in range(self.layers):
+            for kind in ("keys", "values"):
+                feeds[f"cross_{kind}_{i}"] = np.repeat(encoded[f"cross_{kind}_{i}"], k, axis=0)
+                dim = self.config["head_key_dim" if kind == "keys" else "head_value_dim"]
+                feeds[f"self_{kind}_{i}"] = np.zeros(
+                    (batch * k, length, self.config["num_heads"], dim), np.float32)
+
+        alive = np.zeros((batch, k, length + 1), np.int32)
+        alive[:, :, 0] = BOS_ID
+        alive_log_probs = np.full((batch, k), _NEG_INF, np.float32)
+        alive_log_probs[:, 0] = 0.0
+        finished = np.zeros_like(alive)
+        finished_scores = np.full((batch, k), _NEG_INF, np.float32)
+        finished_log_probs = np.full((batch, k), _NEG_INF, np.float32)
+        finished_count = np.zeros(batch, np.int64)
+        banned = np.zeros(vocab, bool)
+        banned[[PAD_ID, BOS_ID]] = True
+
+        for step in range(length):
+            if np.all((finished_count >= k) | (step >= limits)):
+                break
+            feeds["target_ids"] = alive[:, :, step].reshape(batch * k, 1)
+            feeds["step"] = np.array(step, np.int32)
+            outputs = dict(zip([o.name for o in self.decoder_step.get_outputs()],
+                               self.decoder_step.run(None, feeds)))
+            logits = np.where(banned, _NEG_INF, outputs["logits"].astype(np.float32))
+            shifted = logits - logits.max(axis=1, keepdims=True)
+            log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+            log_probs = log_probs.reshape(batch, k, vocab)
+            at_limit = (step + 1 >= limits)[:, None, None]
+            log_probs = np.where(at_limit & (np.arange(vocab) != EOS_ID), _NEG_INF, log_probs)
+            candidates = (alive_log_probs[:, :, None] + log_probs).reshape(batch, k * vocab)
+            top_ids = _top(candidates, 2 * k)
+            top_log_probs = np.take_along_axis(candidates, top_ids, axis=1)
+            top_beams, top_tokens = top_ids // vocab, top_ids % vocab
+            top_sequences = np.take_along_axis(alive, top_beams[:, :, None], axis=1)
+            top_sequences[:, :, step + 1] = top_tokens
+            is_end = top_tokens == EOS_ID
+            done = finished_count >= k
+
+            eligible = (is_end & (np.arange(2 * k) < k)[None] & ~done[:, None]
+                        & (top_log_probs > _NEG_INF / 2))
+            new_scores = np.where(eligible, top_log_probs / length_penalty(step + 1, alpha), _NEG_INF)
+            merged = np.concatenate([finished_scores, new_scores.astype(np.float32)], axis=1)
+            keep = _top(merged, k)
+            finished_scores = np.take_along_axis(merged, keep, axis=1)
+            finished = np.take_along_axis(
+                np.concatenate([finished, top_sequences], axis=1), keep[:, :, None], axis=1)
+            finished_log_probs = np.take_along_axis(np.concatenate(
+                [finished_log_probs, np.where(eligible, top_log_probs, _NEG_INF)], axis=1), keep, axis=1)
+            finished_count += eligible.sum(axis=1)
+
+            alive_candidates = np.where(is_end, _NEG_INF, top_log_probs)
+            keep = _top(alive_candidates, k)
+            alive = np.take_along_axis(top_sequences, keep[:, :, None], axis=1)
+            alive_log_probs = np.take_along_axis(alive_candidates, keep, axis=1)
+            rows = (np.take_along_axis(top_beams, keep, axis=1) + np.arange(batch)[:, None] * k).ravel()
+            for i in range(self.layers):
+                feeds[f"self_keys_{i}"] = outputs[f"new_self_keys_{i}"][rows]
+                feeds[f"self_values_{i}"] = outputs[f"new_self_values_{i}"][rows]
+        return finished[:, :, 1:], finished_scores
+
+
+class OnnxTranslator:
+    """Text in, text out over the ONNX graphs, with the same rules as
+    `keras_transformer.decoding.Translator` (blank input gives "", input
+    longer than the model accepts is cut to its `max_length - 1` tokens)."""
+
+    def __init__(self, directory, tokenizer_path=None, threads=None):
+        self.search = OnnxSearch(directory, threads)
+        tokenizer_path = tokenizer_path or os.path.join(directory, "tokenizer.model")
+        self.tokenizer = sentencepiece.SentencePieceProcessor(model_file=tokenizer_path)
+
+    def encode(self, sentences):
+        limit = self.search.config["max_length"] - 1
+        pieces = [self.tokenizer.encode(s)[:limit] for s in sentences]
+        source = np.zeros((len(pieces), max(len(p) for p in pieces) + 1), np.int32)
+        for row, ids in enumerate(pieces):
+            source[row, :len(ids) + 1] = ids + [EOS_ID]
+        return source, [not ids for ids in pieces]
+
+    def decode(self, ids):
+        ids = list(ids)
+        ids = ids[:ids.index(EOS_ID)] if EOS_ID in ids else ids
+        return self.tokenizer.decode([int(i) for i in ids if i not in (PAD_ID, BOS_ID)])
+
+    def translate(self, sentences, beam_size=None, alpha=None):
+        if not sentences:
+            return []
+        source, blank = self.encode(sentences)
+        tokens, _ = self.search.beam(source, beam_size=beam_size, alpha=alpha)
+        return ["" if empty else self.decode(row[0]) for row, empty in zip(tokens, blank)]

@@ -1,0 +1,87 @@
+"""TensorFlow SavedModel exports that load without keras_transformer.
+
+Two SavedModels come out of a model:
+
+- the text model (`include_text=True`): `serving_default` takes a batch of
+  strings and returns translations and scores, with SentencePiece
+  tokenisation (tf-text) and the cached beam search inside the graph, with the
+  paper's defaults; `translate` takes the beam size, alpha and decode margin
+  as inputs and returns n-best lists; plus the id signatures below. Loading it
+  needs TF Text's ops: `import tensorflow_text` in Python, or a TensorFlow
+  Serving build that links them.
+- the core model (`include_text=False`): only the id signatures, made of core
+  TensorFlow ops, which any stock TensorFlow Serving binary runs:
+  `search_ids` (source ids -> n-best target ids and scores, beam search
+  inside), `logits` (source and target ids -> logits) and `encode`
+  (source ids -> encoder output).
+"""
+
+import tensorflow as tf
+
+from keras_transformer.decoding import beam_search, translate_text
+
+_IDS = tf.TensorSpec([None, None], tf.int32)
+_TEXT = tf.TensorSpec([None], tf.string)
+_INT = tf.TensorSpec([], tf.int32)
+_FLOAT = tf.TensorSpec([], tf.float32)
+
+
+class ServingModule(tf.Module):
+    """The functions a SavedModel serves, on one model's weights.
+
+    Args:
+        model: a `Transformer`.
+        tokenizer: its `Tokenizer`; `None` for a core-ops-only module.
+    """
+
+    def __init__(self, model, tokenizer=None):
+        super().__init__(name="keras_transformer")
+        self.model = model
+        self.tokenizer = tokenizer
+        config = model.config
+        self.defaults = (config.beam_size, float(config.length_penalty), config.decode_margin)
+        self.search_ids = tf.function(self._search_ids, input_signature=[_IDS, _INT, _FLOAT, _INT])
+        self.logits = tf.function(self._logits, input_signature=[_IDS, _IDS])
+        self.encode = tf.function(self._encode, input_signature=[_IDS])
+        if tokenizer is not None:
+            self.translate = tf.function(self._translate, input_signature=[_TEXT, _INT, _FLOAT, _INT])
+            self.serving_default = tf.function(self._serving_default, input_signature=[_TEXT])
+
+    def _search_ids(self, source_ids, beam_size, alpha, decode_margin):
+        result = beam_search(self.model, source_ids, beam_size=beam_size, alpha=alpha,
+                             decode_margin=decode_margin)
+        return {"target_ids": result.tokens, "scores": result.scores}
+
+    def _logits(self, source_ids, target_ids):
+        return {"logits": self.model({"source_ids": source_ids, "target_ids": target_ids})}
+
+    def _encode(self, source_ids):
+        return {"encoder_output": self.model.encode(source_ids)}
+
+    def _translate(self, text, beam_size, alpha, decode_margin):
+        translations, scores = translate_text(self.model, self.tokenizer, text, beam_size, alpha,
+                                              decode_margin)
+        return {"translations": translations, "scores": scores}
+
+    def _serving_default(self, text):
+        outputs = self._translate(text, *self.defaults)
+        return {"translations": outputs["translations"][:, 0], "scores": outputs["scores"][:, 0]}
+
+    def signatures(self):
+        """Name -> concrete function, for `tf.saved_model.save`."""
+        names = signature_names(self.tokenizer is not None)
+        return {name: getattr(self, name).get_concrete_function() for name in names}
+
+
+def signature_names(text):
+    """The signatures of a text SavedModel (`text=True`) or a core one."""
+    core = ["encode", "logits", "search_ids"]
+    return sorted(core + ["serving_default", "translate"]) if text else core
+
+
+def save(model, path, tokenizer=None):
+    """Writes a SavedModel of `model` (with text signatures if a tokenizer is
+    given) to `path`."""
+    module = ServingModule(model, tokenizer)
+    tf.saved_model.save(module, path, signatures=module.signatures())
+    return path

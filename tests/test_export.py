@@ -1,0 +1,212 @@
+"""Export: the SavedModels in fresh processes, ONNX against Keras and the
+TensorFlow search, and inputs that must leave nothing half-written."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers import processes
+from keras_transformer.data import Tokenizer, train_tokenizer
+from keras_transformer.decoding import Translator, beam_search, greedy_search
+from keras_transformer.export import OnnxSearch, OnnxTranslator, export_run
+from keras_transformer.models import BASE, transformer
+from keras_transformer.training import CheckpointCallback, make_strategy
+
+CONFIG = BASE.replace(num_encoder_layers=2, num_decoder_layers=2, d_model=32, d_ff=64, num_heads=4,
+                      max_length=24, decode_margin=6)
+SENTENCES = ["", "Das Haus ist groß.", "der Baum und das Haus", "Hier war ein Haus nicht klein.",
+             " ".join(["Haus Baum groß"] * 12)]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A training output folder: tokenizer, config, model.keras, a checkpoint."""
+    folder = tmp_path_factory.mktemp("run")
+    words = "der die das Haus Baum groß klein ist war hier dort und oder nicht ein eine".split()
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(words, size=rng.integers(3, 10))) + "." for _ in range(500)]
+    train_tokenizer(texts, folder / "tokenizer.model", vocab_size=60)
+    keras.utils.set_random_seed(0)
+    model = transformer(CONFIG, 60)
+    for weight in model.weights:  # peaked distributions: clear winners, no near-ties
+        if "embeddings" in weight.path:
+            weight.assign(weight * 4.0)
+    model.save(folder / "model.keras")
+    (folder / "config.json").write_text(CONFIG.to_json())
+    strategy = make_strategy("default")
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+    CheckpointCallback(folder / "checkpoints", model, optimizer, strategy, every_steps=1).save()
+    return folder
+
+
+@pytest.fixture(scope="module")
+def exported(run_dir, tmp_path_factory):
+    output = tmp_path_factory.mktemp("exports") / "model"
+    report = export_run(str(run_dir), str(output))
+    assert set(report["formats"]) == {"keras", "saved_model", "onnx"}
+    return output
+
+
+@pytest.fixture
+def reference(run_dir):
+    model = keras.models.load_model(run_dir / "model.keras", safe_mode=True)
+    return model, Tokenizer(str(run_dir / "tokenizer.model"))
+
+
+FRESH_TEXT_PROCESS = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # registers the SentencePiece ops
+model = tf.saved_model.load(sys.argv[1])
+default = model.signatures["serving_default"](text=tf.constant(json.loads(sys.argv[2])))
+n_best = model.signatures["translate"](text=tf.constant(json.loads(sys.argv[2])),
+    beam_size=tf.constant(3), alpha=tf.constant(0.6), decode_margin=tf.constant(6))
+assert not any(name.startswith("keras_transformer") for name in sys.modules)
+print(json.dumps({"default": [t.decode() for t in default["translations"].numpy()],
+                  "n_best": [[t.decode() for t in row] for row in n_best["translations"].numpy()]}))
+"""
+
+
+def test_saved_model_in_a_fresh_process_translates_like_the_translator(exported, reference):
+    output = subprocess.run(
+        [sys.executable, "-c", FRESH_TEXT_PROCESS, str(exported / "saved_model"), json.dumps(SENTENCES)],
+        capture_output=True, text=True, env=processes.environment(), check=True, timeout=300)
+    served = json.loads(output.stdout.strip().splitlines()[-1])
+    model, tokenizer = reference
+    expected = Translator(model, tokenizer).translate(SENTENCES)
+    assert served["default"] == expected
+    assert len(set(expected)) > 2 and expected[0] == ""
+    n_best = Translator(model, tokenizer, beam_size=3).translate(SENTENCES, n_best=3)
+    assert served["n_best"] == [[text for text, _ in row] for row in n_best]
+
+
+FRESH_CORE_PROCESS = """
+import json, sys
+import tensorflow as tf
+model = tf.saved_model.load(sys.argv[1])
+result = model.signatures["search_ids"](source_ids=tf.constant(json.loads(sys.argv[2]), tf.int32),
+    beam_size=tf.constant(4), alpha=tf.constant(0.6), decode_margin=tf.constant(6))
+assert "tensorflow_text" not in sys.modules
+print(json.dumps(result["target_ids"].numpy().tolist()))
+"""
+
+
+def _sources(tokenizer, sentences=SENTENCES[1:4]):
+    ids = tokenizer.tokenize(tf.constant(sentences))
+    return tf.concat([ids, tf.fill([ids.nrows(), 1], 3)], axis=1).to_tensor().numpy()
+
+
+def test_core_saved_model_needs_no_tf_text(exported, reference):
+    model, tokenizer = reference
+    source = _sources(tokenizer)
+    output = subprocess.run(
+        [sys.executable, "-c", FRESH_CORE_PROCESS, str(exported / "saved_model_core"),
+         json.dumps(source.tolist())],
+        capture_output=True, text=True, env=processes.environment(), check=True, timeout=300)
+    served = np.array(json.loads(output.stdout.strip().splitlines()[-1]))
+    np.testing.assert_array_equal(served, beam_search(model, source).tokens.numpy())
+
+
+def test_saved_model_cli_lists_the_signatures(exported):
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    shown = subprocess.run([cli, "show", "--dir", str(exported / "saved_model"), "--all"],
+                           capture_output=True, text=True, check=True, timeout=300,
+                           env=processes.environment()).stdout
+    for name in ("serving_default", "translate", "search_ids", "logits", "encode"):
+        assert f"signature_def['{name}']" in shown
+
+
+def test_onnx_forward_matches_keras(exported, reference):
+    import onnxruntime
+
+    model, _ = reference
+    session = onnxruntime.InferenceSession(str(exported / "onnx" / "forward.onnx"))
+    rng = np.random.default_rng(0)
+    for batch, source_length, target_length in [(1, 3, 1), (2, 9, 5), (5, 17, 12)]:
+        source = rng.integers(4, 60, (batch, source_length)).astype("int32")
+        target = rng.integers(4, 60, (batch, target_length)).astype("int32")
+        source[0, -1] = 0  # some padding
+        logits = session.run(None, {"source_ids": source, "target_ids": target})[0]
+        expected = model({"source_ids": source, "target_ids": target}).numpy()
+        assert np.abs(logits - expected).max() < 1e-4
+
+
+def test_onnxruntime_search_matches_the_tensorflow_search(exported, reference):
+    model, tokenizer = reference
+    source = _sources(tokenizer)
+    runner = OnnxSearch(str(exported / "onnx"))
+    greedy_tokens, _ = runner.greedy(source)
+    np.testing.assert_array_equal(greedy_tokens, greedy_search(model, source).tokens.numpy())
+    beam_tokens, beam_scores = runner.beam(source, beam_size=4)
+    expected = beam_search(model, source, beam_size=4)
+    np.testing.assert_array_equal(beam_tokens, expected.tokens.numpy())
+    np.testing.assert_allclose(beam_scores, expected.scores.numpy(), atol=1e-4)
+    assert OnnxTranslator(str(exported / "onnx")).translate(SENTENCES) == \
+        Translator(model, tokenizer).translate(SENTENCES)
+
+
+def test_checkpoint_export_works(run_dir, tmp_path, reference):
+    checkpoint = str(run_dir / "checkpoints" / "ckpt-0")
+    export_run(str(run_dir), str(tmp_path / "from_checkpoint"), formats=["keras"], checkpoint=checkpoint)
+    exported = keras.models.load_model(tmp_path / "from_checkpoint" / "model.keras", safe_mode=True)
+    model, _ = reference
+    for a, b in zip(exported.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def _leftovers(folder):
+    return [name for name in os.listdir(folder) if name.startswith(".export-")]
+
+
+def test_bad_inputs_give_clear_errors_and_leave_nothing(run_dir, tmp_path):
+    broken = tmp_path / "broken_run"
+    broken.mkdir()
+    (broken / "model.keras").write_bytes((run_dir / "model.keras").read_bytes())
+    with pytest.raises(ValueError, match="tokenizer.model' does not exist"):
+        export_run(str(broken), str(tmp_path / "out"))
+    (broken / "tokenizer.model").write_bytes(b"garbage")
+    with pytest.raises(ValueError, match="Not a SentencePiece model"):
+        export_run(str(broken), str(tmp_path / "out"))
+    (broken / "tokenizer.model").write_bytes((run_dir / "tokenizer.model").read_bytes())
+    (broken / "model.keras").write_bytes(b"not a zip file")
+    with pytest.raises(ValueError, match="Cannot load the model"):
+        export_run(str(broken), str(tmp_path / "out"))
+    (broken / "config.json").write_text(CONFIG.to_json())
+    bad_checkpoint = tmp_path / "ckpt-1.index"
+    bad_checkpoint.write_bytes(b"corrupt")
+    with pytest.raises(ValueError, match="Cannot read checkpoint"):
+        export_run(str(broken), str(tmp_path / "out"), checkpoint=str(tmp_path / "ckpt-1"))
+    assert not (tmp_path / "out").exists() and not _leftovers(tmp_path)
+
+    # An existing export is kept unless overwrite is asked for.
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    (existing / "keep.txt").write_text("earlier export")
+    with pytest.raises(FileExistsError):
+        export_run(str(run_dir), str(existing), formats=["keras"])
+    assert (existing / "keep.txt").read_text() == "earlier export"
+
+
+def test_a_failure_while_writing_keeps_the_earlier_export(run_dir, tmp_path, monkeypatch):
+    from keras_transformer.export import onnx_graphs
+
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    (existing / "keep.txt").write_text("earlier export")
+
+    def fail(model, directory, opset=17):
+        (tmp_path / "reached").write_text("yes")
+        raise RuntimeError("conversion failed")
+
+    monkeypatch.setattr(onnx_graphs, "export", fail)
+    with pytest.raises(RuntimeError, match="conversion failed"):
+        export_run(str(run_dir), str(existing), formats=["keras", "onnx"], overwrite=True)
+    assert (tmp_path / "reached").exists()
+    assert (existing / "keep.txt").read_text() == "earlier export" and not _leftovers(tmp_path)
