@@ -101,3 +101,20 @@ def torch_transformer(config, vocab):
             return hidden @ self.embedding.weight.T
 
     return Model()
+
+
+def model_running_to_the_limit(config, vocab):
+    """A randomly initialised `Transformer` whose end token never wins before
+    the length limit (its embedding is zero, so its logit is 0, below the best
+    of many random logits): every search then decodes the same number of
+    steps, as Hugging Face's `min_new_tokens` does."""
+    import tensorflow as tf
+
+    from keras_transformer.data import EOS_ID
+    from keras_transformer.models import transformer
+
+    model = transformer(config, vocab)
+    embeddings = model.get_layer("shared_embedding").embeddings
+    embeddings.assign(tf.tensor_scatter_nd_update(
+        embeddings, [[EOS_ID]], tf.zeros([1, config.d_model])))
+    return model
