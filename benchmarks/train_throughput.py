@@ -46,7 +46,7 @@ def ours(config, vocab, batch, length, steps, xla=False, precision="float32"):
     dataset = tf.data.Dataset.from_tensors(
         ({"source_ids": source, "target_ids": target_in}, labels)).repeat()
     iterator = iter(dataset)
-    seconds = timed(lambda: trainer._train_step(iterator)["loss"].numpy(), warmup=2, repeats=steps)
+    seconds = timed(lambda: trainer.train_step(iterator)["loss"].numpy(), warmup=2, repeats=steps)
     keras.backend.clear_session()
     return seconds
 

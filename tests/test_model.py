@@ -151,3 +151,19 @@ def test_mixed_precision_keeps_float32_weights_and_logits(tiny_config, policy, t
     assert cache["self_keys"][0].dtype == model.compute_dtype
     step_logits, _ = model.decode_step(target[:, :1], 0, cache)
     np.testing.assert_allclose(step_logits[:, 0], logits[:, 0], atol=tolerance)
+
+
+def test_attention_weights_are_distributions_that_respect_masks(tiny_config):
+    model = transformer(tiny_config, VOCAB)
+    source, target = _batch()
+    weights = model.attention_weights(source, target)
+    assert [len(weights[k]) for k in ("encoder_self", "decoder_self", "cross")] == [2, 2, 2]
+    cross = np.asarray(weights["cross"][0])
+    assert cross.shape == (3, tiny_config.num_heads, 6, 7)
+    np.testing.assert_allclose(cross.sum(-1), 1.0, atol=1e-5)
+    assert np.all(cross[1, :, :, 4:] == 0)  # sentence 1's source padding
+    decoder_self = np.asarray(weights["decoder_self"][1])
+    assert np.all(np.triu(decoder_self, k=1) == 0)  # causal
+    encoder_self = np.asarray(weights["encoder_self"][0])
+    np.testing.assert_allclose(encoder_self.sum(-1), 1.0, atol=1e-5)
+    assert np.all(encoder_self[1, :, :, 4:] == 0)

@@ -3,8 +3,11 @@
 sequence length; each training batch contained a set of sentence pairs
 containing approximately 25000 source tokens and 25000 target tokens").
 
-Batching uses `tf.data.Dataset.bucket_by_sequence_length`; this module only
-chooses its buckets and batch sizes.
+Pairs are grouped by their source length and their target length together
+(`tf.data.Dataset.group_by_window` with a two-dimensional bucket key), not by
+the longer of the two as `bucket_by_sequence_length` would: when the two
+languages' lengths differ, as in a dictionary, one key padded both sides to
+the longer one and wasted about half of every batch.
 """
 
 import dataclasses
@@ -79,11 +82,11 @@ def length_report(encoded, max_length):
     return LengthReport(*(int(t) for t in totals))
 
 
-def bucket_boundaries(max_length, min_length=8, growth=1.1):
-    """Upper lengths of the buckets: every length up to `min_length`, then
-    growing by `growth` (as tensor2tensor does), so padding stays under about
-    10% of a batch."""
-    boundaries, length = [], min_length
+def bucket_boundaries(max_length, growth=1.1):
+    """Upper lengths of the buckets: every length while lengths are short,
+    then growing by `growth` (as tensor2tensor does), so that padding stays
+    under about 10% of a batch."""
+    boundaries, length = [], 1
     while length < max_length:
         boundaries.append(length)
         length = max(length + 1, int(length * growth))
@@ -94,11 +97,12 @@ def token_batches(encoded, batch_tokens, max_length, batch_multiple=1,
                   shuffle_buffer=0, seed=None):
     """Groups encoded pairs into padded batches of about `batch_tokens` tokens.
 
-    Each bucket holds pairs of similar length; its batch size is the number
-    of its longest pairs that fit in `batch_tokens` source (and target)
-    tokens, rounded down to a multiple of `batch_multiple` (the number of
-    replicas, so that every replica gets an equal share). Pairs longer than
-    `max_length` are dropped: count them first with `length_report`.
+    Pairs are bucketed by source length and target length; a bucket's batch
+    size is the number of its longest pairs that fit in `batch_tokens` source
+    and target tokens, rounded down to a multiple of `batch_multiple` (the
+    number of replicas, so that every replica gets an equal share). Pairs
+    longer than `max_length` are dropped: count them first with
+    `length_report`.
 
     Returns:
         A dataset of `({"source_ids", "target_ids"}, labels)`, int32, 0-padded.
@@ -108,22 +112,29 @@ def token_batches(encoded, batch_tokens, max_length, batch_multiple=1,
             f"batch_tokens={batch_tokens} cannot hold {batch_multiple} pair(s) of "
             f"max_length={max_length}; raise batch_tokens or lower max_length."
         )
-    boundaries = bucket_boundaries(max_length)
-    sizes = [
-        max(batch_multiple, batch_tokens // length // batch_multiple * batch_multiple)
-        for length in boundaries
-    ]
+    boundaries = tf.constant(bucket_boundaries(max_length), tf.int32)
+    buckets = int(boundaries.shape[0])
+    longest = tf.maximum(boundaries[:, None], boundaries[None, :])  # (source, target)
+    sizes = tf.reshape(tf.maximum(batch_multiple, batch_tokens // longest // batch_multiple
+                                  * batch_multiple), [-1])
+
+    def bucket(length):
+        return tf.searchsorted(boundaries, [length], side="left")[0]
+
+    def key(source_ids, target_ids, labels):
+        return tf.cast(bucket(tf.size(source_ids)) * buckets + bucket(tf.size(labels)), tf.int64)
+
+    def batch(_, pairs):
+        return pairs.padded_batch(tf.cast(tf.gather(sizes, _), tf.int64))
+
     encoded = length_filter(encoded, max_length)
     if shuffle_buffer:
         encoded = encoded.shuffle(shuffle_buffer, seed=seed)
-    batches = encoded.bucket_by_sequence_length(
-        element_length_func=_pair_length,
-        # A bucket holds lengths below its boundary, so shift by one.
-        bucket_boundaries=[b + 1 for b in boundaries[:-1]],
-        bucket_batch_sizes=sizes,
-    )
+    batches = encoded.group_by_window(
+        key_func=key, reduce_func=batch,
+        window_size_func=lambda k: tf.cast(tf.gather(sizes, k), tf.int64))
     if shuffle_buffer:
-        batches = batches.shuffle(max(1, shuffle_buffer // max(sizes)), seed=seed)
+        batches = batches.shuffle(max(1, shuffle_buffer // 64), seed=seed)
 
     def to_model_inputs(source_ids, target_ids, labels):
         return {"source_ids": source_ids, "target_ids": target_ids}, labels

@@ -95,11 +95,16 @@ class Tokenizer(tf.Module):
             )
         self.model_proto = model
         self.vocab_size = processor.vocab_size()
+        self._processor = processor
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32)
 
     def tokenize(self, texts):
         """Strings `(batch,)` -> ragged int32 ids `(batch, None)`, no specials."""
         return self._sentencepiece.tokenize(texts)
+
+    def pieces(self, ids):
+        """The subword strings of some ids (for display)."""
+        return [self._processor.id_to_piece(int(i)) for i in ids]
 
     def detokenize(self, ids):
         """Ids `(batch, length)` (dense or ragged) -> strings.

@@ -141,6 +141,30 @@ class Transformer(keras.Model):
         x = x if self.decoder_norm is None else self.decoder_norm(x)
         return self.target_embedding(x, reverse=True)
 
+    def attention_weights(self, source_ids, target_ids):
+        """The attention weights of every layer for one teacher-forced pass
+        (for visualisation, as in the paper's appendix).
+
+        Returns:
+            A dict of lists, one array `(batch, heads, queries, keys)` per
+            layer: `encoder_self` (source over source), `decoder_self`
+            (target over target, causal) and `cross` (target over source).
+        """
+        source_padding = ops.not_equal(source_ids, PAD_ID)
+        x = self.source_positions(self.source_embedding(source_ids))
+        weights = {"encoder_self": [], "decoder_self": [], "cross": []}
+        for layer in self.encoder_layers:
+            x, scores = layer(x, padding_mask=source_padding, return_attention_scores=True)
+            weights["encoder_self"].append(scores)
+        encoder_output = x if self.encoder_norm is None else self.encoder_norm(x)
+        y = self.target_positions(self.target_embedding(target_ids))
+        for layer in self.decoder_layers:
+            y, (self_scores, cross_scores) = layer(
+                y, encoder_output, encoder_padding_mask=source_padding, return_attention_scores=True)
+            weights["decoder_self"].append(self_scores)
+            weights["cross"].append(cross_scores)
+        return weights
+
     def encoder_model(self):
         """`source_ids -> encoder_output` as a functional model on these weights."""
         source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")

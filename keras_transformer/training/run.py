@@ -73,7 +73,7 @@ class RunOptions:
     keep_checkpoints: int | None = None
     eval_every_steps: int = 500
     bleu_sentences: int = 200
-    shuffle_buffer: int = 200_000
+    shuffle_buffer: int = 20_000
     seed: int = 1234
     verbose: int = 1
 

@@ -72,7 +72,9 @@ class Trainer:
         # and a nested compiled function would only slow it down.
         self._statistics = statistics if jit_compile else tf.function(statistics, jit_compile=True)
         self._compute = tf.function(self._gradients_and_statistics, jit_compile=jit_compile)
-        self._train_step = tf.function(self._distributed_train_step)
+        # One update from an iterator over the distributed dataset; returns the
+        # sums of `loss`, `nll`, `correct` and `tokens` over the update.
+        self.train_step = tf.function(self._distributed_train_step)
         # Validation batches come in many shapes; one general trace serves them.
         self._eval_step = tf.function(self._distributed_eval_step, reduce_retracing=True)
 
@@ -83,8 +85,7 @@ class Trainer:
             logits = self.model(inputs, training=True)
             stats = self._statistics(labels, logits)
             loss = self.optimizer.scale_loss(stats["loss"] / global_tokens)
-        gradients = tape.gradient(loss, self.model.trainable_variables)
-        return [tf.convert_to_tensor(g) for g in gradients], stats
+        return tape.gradient(loss, self.model.trainable_variables), stats
 
     def _replica_train_step(self, batches):
         local_tokens = tf.add_n(
@@ -97,8 +98,9 @@ class Trainer:
             grads, stats = self._compute(inputs, labels, global_tokens)
             if gradients is None:
                 gradients, totals = grads, stats
-            else:
-                gradients = [a + b for a, b in zip(gradients, grads)]
+            else:  # sparse embedding gradients are summed as dense ones
+                gradients = [tf.convert_to_tensor(a) + tf.convert_to_tensor(b)
+                             for a, b in zip(gradients, grads)]
                 totals = {k: totals[k] + stats[k] for k in _SUMS}
         self.optimizer.apply(gradients, self.model.trainable_variables)
         return totals
@@ -172,7 +174,7 @@ class Trainer:
             epoch_end = min(steps, (epoch + 1) * steps_per_epoch)
             while step < epoch_end and not self.model.stop_training:
                 callbacks.on_train_batch_begin(batch)
-                for key, value in self._train_step(iterator).items():
+                for key, value in self.train_step(iterator).items():
                     sums[key] += float(value)
                 step = current_step(self.optimizer)
                 logs = _averages(sums) | {

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole job from nothing: installs keras-transformer into .venv, makes
+# sure the German-English Ding dictionary (Debian's trans-de-en) is there
+# when the dataset is "ding" (the default), then runs examples/demo.py with
+# the arguments given (see `bash tools/demo.sh --help`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dataset=ding
+previous=""
+for argument in "$@"; do
+    if [ "$previous" = "--dataset" ]; then dataset=$argument; fi
+    previous=$argument
+done
+
+if [ "$dataset" = "ding" ] && [ ! -f /usr/share/trans/de-en ]; then
+    echo "The Ding dictionary (/usr/share/trans/de-en) is missing; installing trans-de-en ..."
+    if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+        apt-get update -qq && apt-get install -y -qq trans-de-en > /dev/null
+    elif command -v sudo > /dev/null && command -v apt-get > /dev/null; then
+        sudo apt-get update -qq && sudo apt-get install -y -qq trans-de-en > /dev/null
+    else
+        echo "Cannot install it here. On Debian or Ubuntu run: sudo apt-get install trans-de-en" >&2
+        exit 1
+    fi
+fi
+
+echo "Setting up .venv (pip install -e .) ..."
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e .
+exec .venv/bin/python examples/demo.py "$@"
