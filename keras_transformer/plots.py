@@ -44,6 +44,9 @@ def plot_training_curves(metrics_path, output_path):
 def plot_attention(model, tokenizer, source, translation, output_path, layer=-1, heads=None):
     """Attention maps of one layer for a sentence and its translation.
 
+    `layer` is a 0-based index (negative counts from the last layer), taken
+    in the encoder for the first row and in the decoder for the others.
+
     Rows: encoder self-attention (source over source), decoder
     self-attention (translation over translation, causal) and encoder-decoder
     attention (translation over source); columns: the chosen heads (default:
@@ -54,6 +57,8 @@ def plot_attention(model, tokenizer, source, translation, output_path, layer=-1,
     target_in = [BOS_ID] + target_ids
     weights = model.attention_weights(np.array([source_ids], "int32"), np.array([target_in], "int32"))
     heads = list(range(min(model.config.num_heads, 8))) if heads is None else list(heads)
+    if not heads or not all(0 <= head < model.config.num_heads for head in heads):
+        raise ValueError(f"heads must be indexes in [0, {model.config.num_heads}), got {heads}.")
     source_labels = tokenizer.pieces(source_ids[:-1]) + ["</s>"]
     target_labels = ["<s>"] + tokenizer.pieces(target_ids)
     kinds = [("encoder_self", "encoder self-attention", source_labels, source_labels),
@@ -62,8 +67,8 @@ def plot_attention(model, tokenizer, source, translation, output_path, layer=-1,
     size = max(len(source_labels), len(target_labels))
     figure, axes = plt.subplots(len(kinds), len(heads), squeeze=False,
                                 figsize=(2.6 * len(heads) + 1, 2.6 * len(kinds) * max(1, size / 12)))
-    layer_index = layer % len(weights["cross"])
     for row, (key, title, rows, columns) in enumerate(kinds):
+        layer_index = layer % len(weights[key])  # the encoder may be deeper or shallower
         maps = np.asarray(weights[key][layer_index])[0]
         for column, head in enumerate(heads):
             axis = axes[row, column]

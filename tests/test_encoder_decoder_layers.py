@@ -79,6 +79,8 @@ def test_decoder_without_encoder_is_decoder_only():
     layer = TransformerDecoderLayer(num_heads=2, d_ff=16)
     output = layer(target)
     assert layer.cross_attention is None and output.shape == target.shape
+    with pytest.raises(ValueError, match="without an encoder sequence"):
+        layer(target, target)
 
 
 def test_cache_without_index_is_an_error():

@@ -152,6 +152,24 @@ def test_onnxruntime_search_matches_the_tensorflow_search(exported, reference):
         Translator(model, tokenizer).translate(SENTENCES)
 
 
+ONNX_ONLY_PROCESS = """
+import json, sys
+from keras_transformer.export import OnnxTranslator
+translations = OnnxTranslator(sys.argv[1]).translate(json.loads(sys.argv[2]))
+print(json.dumps({"translations": translations,
+                  "loaded": sorted({"tensorflow", "keras"} & set(sys.modules))}))
+"""
+
+
+def test_onnx_translator_runs_without_tensorflow(exported, reference):
+    output = subprocess.run(
+        [sys.executable, "-c", ONNX_ONLY_PROCESS, str(exported / "onnx"), json.dumps(SENTENCES)],
+        capture_output=True, text=True, check=True)
+    result = json.loads(output.stdout.strip().splitlines()[-1])
+    assert result["loaded"] == []
+    assert result["translations"] == Translator(*reference).translate(SENTENCES)
+
+
 def test_checkpoint_export_works(run_dir, tmp_path, reference):
     checkpoint = str(run_dir / "checkpoints" / "ckpt-0")
     export_run(str(run_dir), str(tmp_path / "from_checkpoint"), formats=["keras"], checkpoint=checkpoint)

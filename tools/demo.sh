@@ -8,12 +8,17 @@ cd "$(dirname "$0")/.."
 
 dataset=ding
 previous=""
+help=no
 for argument in "$@"; do
     if [ "$previous" = "--dataset" ]; then dataset=$argument; fi
+    case "$argument" in
+        --dataset=*) dataset=${argument#--dataset=} ;;
+        -h|--help) help=yes ;;
+    esac
     previous=$argument
 done
 
-if [ "$dataset" = "ding" ] && [ ! -f /usr/share/trans/de-en ]; then
+if [ "$dataset" = "ding" ] && [ "$help" = no ] && [ ! -f /usr/share/trans/de-en ] && [ ! -f /usr/share/trans/de-en ]; then
     echo "The Ding dictionary (/usr/share/trans/de-en) is missing; installing trans-de-en ..."
     if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
         apt-get update -qq && apt-get install -y -qq trans-de-en > /dev/null

@@ -102,7 +102,9 @@ def token_batches(encoded, batch_tokens, max_length, batch_multiple=1,
     and target tokens, rounded down to a multiple of `batch_multiple` (the
     number of replicas, so that every replica gets an equal share). Pairs
     longer than `max_length` are dropped: count them first with
-    `length_report`.
+    `length_report`. On a finite dataset the last batch of each bucket holds
+    what is left, which may be fewer pairs (training repeats its data and
+    never meets one; evaluation tolerates them).
 
     Returns:
         A dataset of `({"source_ids", "target_ids"}, labels)`, int32, 0-padded.
@@ -124,8 +126,8 @@ def token_batches(encoded, batch_tokens, max_length, batch_multiple=1,
     def key(source_ids, target_ids, labels):
         return tf.cast(bucket(tf.size(source_ids)) * buckets + bucket(tf.size(labels)), tf.int64)
 
-    def batch(_, pairs):
-        return pairs.padded_batch(tf.cast(tf.gather(sizes, _), tf.int64))
+    def batch(bucket_key, pairs):
+        return pairs.padded_batch(tf.cast(tf.gather(sizes, bucket_key), tf.int64))
 
     encoded = length_filter(encoded, max_length)
     if shuffle_buffer:

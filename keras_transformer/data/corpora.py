@@ -44,7 +44,13 @@ class Corpus:
         def select(example):
             return example[source], example[target]
 
-        examples = self._builder().as_dataset(split=split, shuffle_files=False)
+        # Training data: interleave the shard files in a fixed order, so that
+        # corpora stored one after another (WMT's Europarl, Common Crawl, News
+        # Commentary) mix before the shuffle buffer, and every worker of a
+        # multi-machine run (and its tokenizer training) sees the same stream.
+        examples = self._builder().as_dataset(
+            split=split, shuffle_files=split == "train",
+            read_config=tfds.ReadConfig(shuffle_seed=0))
         return examples.map(select, num_parallel_calls=tf.data.AUTOTUNE)
 
     def _builder(self):

@@ -11,8 +11,10 @@ import sentencepiece
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-"""Special ids of every tokenizer trained here; 0 is padding everywhere."""
+from keras_transformer.models.transformer import PAD_ID
+
+UNK_ID, BOS_ID, EOS_ID = 1, 2, 3
+"""Special ids of every tokenizer trained here, besides the model's padding id 0."""
 
 
 def train_tokenizer(texts, model_path, vocab_size, max_sentences=2_000_000,

@@ -106,6 +106,11 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
                   use_cache=True):
     """Picks the most likely token at every step.
 
+    The same tokens as `beam_search` with one beam (the tests check it), in
+    a loop of its own because it needs no beam bookkeeping (top-2K
+    extensions, finished-hypothesis sets, cache reordering) and so runs
+    faster, as the decoding benchmark shows.
+
     Args:
         model: a `Transformer`.
         source_ids: int32 `(batch, source_length)`, 0-padded, each source

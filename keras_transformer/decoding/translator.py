@@ -5,8 +5,8 @@ translations; the `Translator` batches Python lists through it, and the
 exported SavedModel serves the same function, so both give the same output.
 
 Defined behaviour for awkward input (the same in both):
-- an empty or blank sentence translates to "" with score 0, without running
-  the model;
+- an empty or blank sentence translates to "" with score 0 (in a batch its
+  row, just the end token, is searched with the others and then replaced);
 - a sentence longer than the model's `max_length - 1` tokens (one place is
   kept for the end token) is cut to that length; `Translator(...,
   overlong="error")` raises a ValueError naming it instead.
@@ -88,8 +88,10 @@ class Translator:
         self.beam_size = config.beam_size if beam_size is None else beam_size
         self.alpha = config.length_penalty if alpha is None else alpha
         self.decode_margin = config.decode_margin if decode_margin is None else decode_margin
-        if self.beam_size < 1 or self.alpha < 0 or self.decode_margin < 0:
-            raise ValueError("beam_size must be >= 1, alpha >= 0 and decode_margin >= 0.")
+        for name, value, lowest in (("beam_size", self.beam_size, 1), ("alpha", self.alpha, 0),
+                                    ("decode_margin", self.decode_margin, 0)):
+            if value < lowest:
+                raise ValueError(f"{name} must be >= {lowest}; got {value}.")
         self.batch_size = batch_size
         self.overlong = overlong
         self._translate = tf.function(

@@ -6,9 +6,21 @@
 - `onnx_graphs.export`: forward, encoder and decoder-step ONNX graphs.
 - `OnnxSearch`, `OnnxTranslator`: greedy and beam search over those graphs
   with onnxruntime and NumPy, and text in / text out with sentencepiece.
+
+The exporter is imported on first use, so that the onnxruntime runner can be
+imported without loading TensorFlow.
 """
 
-from keras_transformer.export.exporter import FORMATS, export_run, load_for_export
+import importlib
+
 from keras_transformer.export.onnx_runner import OnnxSearch, OnnxTranslator
 
+_EXPORTER_NAMES = ("FORMATS", "export_run", "load_for_export")
+
 __all__ = ["FORMATS", "OnnxSearch", "OnnxTranslator", "export_run", "load_for_export"]
+
+
+def __getattr__(name):
+    if name in _EXPORTER_NAMES:
+        return getattr(importlib.import_module("keras_transformer.export.exporter"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

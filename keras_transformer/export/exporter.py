@@ -25,8 +25,9 @@ import numpy as np
 import onnxruntime
 import tensorflow as tf
 
-from keras_transformer.data import Tokenizer
+from keras_transformer.data import BOS_ID, Tokenizer
 from keras_transformer.decoding import Translator, beam_search, load_model_and_tokenizer
+from keras_transformer.decoding.translator import encode_sources, max_source_tokens
 from keras_transformer.export import onnx_graphs, saved_model
 from keras_transformer.export.onnx_runner import CONFIG_FILE, OnnxSearch
 from keras_transformer.models import TransformerConfig, transformer
@@ -84,10 +85,12 @@ def onnx_config(model):
 
 
 def _check_ids(tokenizer, model):
+    """Source ids of the check sentences, and as target ids the same
+    sentences after the start id (any target will do for comparing logits)."""
     texts = tf.constant([s for s in CHECK_SENTENCES if s])
-    ids = tokenizer.tokenize(texts)[:, :model.config.max_length - 1]
-    source = tf.concat([ids, tf.fill([ids.nrows(), 1], 3)], axis=1).to_tensor()
-    target = tf.concat([tf.fill([ids.nrows(), 1], 2), ids], axis=1).to_tensor()
+    source, _ = encode_sources(tokenizer, texts, max_source_tokens(model))
+    ids = tokenizer.tokenize(texts)[:, :max_source_tokens(model)]
+    target = tf.concat([tf.fill([ids.nrows(), 1], BOS_ID), ids], axis=1).to_tensor()
     return source.numpy(), target.numpy()
 
 

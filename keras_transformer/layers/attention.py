@@ -195,7 +195,8 @@ class MultiHeadAttention(keras.layers.Layer):
         value_mask=None,
         key_mask=None,
     ):
-        value = query if value is None and cache is None else value
+        if value is None and (cache is None or cache_update_index is not None):
+            value = query  # self-attention (a cache being updated is one)
         key = value if key is None else key
         queries = self._project(self.query_dense, query, self.key_dim)
         if cache is not None and cache_update_index is None:

@@ -52,7 +52,16 @@ class TransformerDecoderLayer(TransformerLayerBase):
 
     def cross_attention_cache(self, encoder_sequence):
         """Keys and values of the encoder output, computed once per sentence."""
+        self._require_cross_attention()
         return self.cross_attention.key_value_cache(encoder_sequence)
+
+    def _require_cross_attention(self):
+        if self.cross_attention is None:
+            raise ValueError(
+                "This decoder layer was built without an encoder sequence, so it has no "
+                "cross-attention (a decoder-only layer); call it without "
+                "`encoder_sequence` or `cross_attention_cache`."
+            )
 
     def call(
         self,
@@ -73,6 +82,8 @@ class TransformerDecoderLayer(TransformerLayerBase):
                 "go together: the index is the position of the first row of "
                 "`decoder_sequence` in the cache."
             )
+        if encoder_sequence is not None or cross_attention_cache is not None:
+            self._require_cross_attention()
 
         def self_attend(x):
             return self.self_attention(

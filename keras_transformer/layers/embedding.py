@@ -18,9 +18,10 @@ class SharedEmbedding(keras.layers.Layer):
     """Embeds token ids, scaled by sqrt(d_model); reversed, turns vectors into logits.
 
     `layer(ids)` looks up `E[ids] * sqrt(d_model)`. `layer(x, reverse=True)`
-    returns `x E^T`, the pre-softmax logits tied to the same matrix E, in
-    float32 even under mixed precision so that the softmax and the loss stay
-    stable. Calling one instance for the source ids, the target ids and the
+    returns `x E^T`, the pre-softmax logits tied to the same matrix E. Under
+    mixed precision the product runs in the compute dtype (the matmul
+    accumulates in float32) and is returned as float32, so that the softmax
+    and the loss run in float32, as Keras' mixed-precision guide advises. Calling one instance for the source ids, the target ids and the
     logits shares E between all three, as the paper does with a shared
     vocabulary.
 

@@ -1,4 +1,4 @@
-"""The residual sub-layer connection (paper section 5.4) and the skeleton that
+"""The residual sub-layer connection (paper sections 3.1 and 5.4) and the skeleton that
 encoder and decoder layers share.
 
     post-norm (the paper):  LayerNorm(x + Dropout(Sublayer(x)))

@@ -184,7 +184,7 @@ class TransformerConfig:
 def _parse_value(name, text, annotation):
     if text.lower() == "none" and "None" in str(annotation):
         return None
-    kind = str(annotation)
+    kind = getattr(annotation, "__name__", str(annotation))  # "int", or "int | None"
     try:
         if "bool" in kind:
             if text.lower() not in ("true", "false"):
@@ -221,18 +221,24 @@ BIG = BASE.replace(
 """The paper's big model (dropout 0.3 as for EN-DE; the paper used 0.1 for EN-FR)."""
 
 SMALL = BASE.replace(
-    num_encoder_layers=3,
-    num_decoder_layers=3,
+    num_encoder_layers=2,
+    num_decoder_layers=2,
     d_model=256,
     d_ff=1024,
     num_heads=4,
+    dropout=0.0,
+    norm_first=True,
     max_length=64,
-    warmup_steps=1000,
-    learning_rate_scale=2.0,
-    batch_tokens=4096,
-    train_steps=4000,
+    warmup_steps=300,
+    learning_rate_scale=0.5,
+    batch_tokens=2048,
+    train_steps=20_000,
 )
-"""Not in the paper: a model that learns something within minutes on a CPU."""
+"""Not in the paper: the CPU preset, tuned to learn as much as it can in the
+demo's 14 minutes on 2 cores (Ding German-English). With so little compute a
+shallow model that makes many small updates wins: 2+2 layers, pre-norm (stable
+at a high learning rate after a short warmup: peak 1.8e-3 at update 300),
+2,048-token batches, no dropout (the run sees its data about twice)."""
 
 PRESETS = {"small": SMALL, "base": BASE, "big": BIG}
 

@@ -35,7 +35,7 @@ class Transformer(keras.Model):
     Beyond the functional graph it offers, on the same weights:
         `encode(source_ids)` and `decode(target_ids, encoder_output, source_ids)`,
         `encoder_model()` and `decoder_model()`: the two halves as functional
-            models (for export),
+            models (to run, serve or export separately),
         `initial_cache(...)` and `decode_step(...)`: incremental decoding with
             fixed-shape key/value caches, for greedy and beam search.
     """
@@ -119,23 +119,39 @@ class Transformer(keras.Model):
 
     # ----------------------------------------------------------------- halves
 
-    def encode(self, source_ids, training=None):
-        """Source ids `(batch, S)` -> encoder output `(batch, S, d_model)`."""
+    def encode(self, source_ids, training=None, return_attention_scores=False):
+        """Source ids `(batch, S)` -> encoder output `(batch, S, d_model)`;
+        with `return_attention_scores`, also each layer's attention weights."""
         padding_mask = ops.not_equal(source_ids, PAD_ID)
         x = self.source_positions(self.source_embedding(source_ids))
         x = self.source_dropout(x, training=training)
+        scores = []
         for layer in self.encoder_layers:
-            x = layer(x, padding_mask=padding_mask, training=training)
-        return x if self.encoder_norm is None else self.encoder_norm(x)
+            x = layer(x, padding_mask=padding_mask, training=training,
+                      return_attention_scores=return_attention_scores)
+            if return_attention_scores:
+                x, layer_scores = x
+                scores.append(layer_scores)
+        x = x if self.encoder_norm is None else self.encoder_norm(x)
+        return (x, scores) if return_attention_scores else x
 
-    def decode(self, target_ids, encoder_output, source_ids, training=None):
-        """Teacher-forced decoder: all target positions at once -> logits."""
+    def decode(self, target_ids, encoder_output, source_ids, training=None,
+               return_attention_scores=False):
+        """Teacher-forced decoder: all target positions at once -> logits;
+        with `return_attention_scores`, also each layer's `(self, cross)`
+        attention weights."""
         x = self.target_positions(self.target_embedding(target_ids))
         x = self.target_dropout(x, training=training)
         source_padding = ops.not_equal(source_ids, PAD_ID)
+        scores = []
         for layer in self.decoder_layers:
-            x = layer(x, encoder_output, encoder_padding_mask=source_padding, training=training)
-        return self._logits(x)
+            x = layer(x, encoder_output, encoder_padding_mask=source_padding, training=training,
+                      return_attention_scores=return_attention_scores)
+            if return_attention_scores:
+                x, layer_scores = x
+                scores.append(layer_scores)
+        logits = self._logits(x)
+        return (logits, scores) if return_attention_scores else logits
 
     def _logits(self, x):
         x = x if self.decoder_norm is None else self.decoder_norm(x)
@@ -150,20 +166,14 @@ class Transformer(keras.Model):
             layer: `encoder_self` (source over source), `decoder_self`
             (target over target, causal) and `cross` (target over source).
         """
-        source_padding = ops.not_equal(source_ids, PAD_ID)
-        x = self.source_positions(self.source_embedding(source_ids))
-        weights = {"encoder_self": [], "decoder_self": [], "cross": []}
-        for layer in self.encoder_layers:
-            x, scores = layer(x, padding_mask=source_padding, return_attention_scores=True)
-            weights["encoder_self"].append(scores)
-        encoder_output = x if self.encoder_norm is None else self.encoder_norm(x)
-        y = self.target_positions(self.target_embedding(target_ids))
-        for layer in self.decoder_layers:
-            y, (self_scores, cross_scores) = layer(
-                y, encoder_output, encoder_padding_mask=source_padding, return_attention_scores=True)
-            weights["decoder_self"].append(self_scores)
-            weights["cross"].append(cross_scores)
-        return weights
+        encoder_output, encoder_scores = self.encode(source_ids, return_attention_scores=True)
+        _, decoder_scores = self.decode(target_ids, encoder_output, source_ids,
+                                        return_attention_scores=True)
+        return {
+            "encoder_self": encoder_scores,
+            "decoder_self": [self_scores for self_scores, _ in decoder_scores],
+            "cross": [cross_scores for _, cross_scores in decoder_scores],
+        }
 
     def encoder_model(self):
         """`source_ids -> encoder_output` as a functional model on these weights."""

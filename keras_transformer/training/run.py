@@ -133,16 +133,35 @@ def prepare_tokenizer(options, corpus, chief):
 
 
 def _resume_step(checkpoint_dir):
+    """The update count of the latest checkpoint (0 when there is none).
+
+    Under `mixed_float16` the optimizer is a `LossScaleOptimizer` whose own
+    counter stays at 0 while its inner optimizer's counts the updates, so
+    take the largest iteration counter in the checkpoint."""
     latest = tf.train.latest_checkpoint(checkpoint_dir)
     if latest is None:
         return 0
-    return int(tf.train.load_variable(latest, "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"))
+    counters = [name for name, _ in tf.train.list_variables(latest)
+                if name.startswith("optimizer/") and "_iterations/" in name]
+    return max(int(tf.train.load_variable(latest, name)) for name in counters)
 
 
 def run_training(options):
-    """Trains, saves and averages; returns a summary dict (also in run.json)."""
-    keras.utils.set_random_seed(options.seed)
+    """Trains, saves and averages; returns a summary dict (also in run.json).
+
+    The run's precision applies while it trains; Keras' global dtype policy
+    is restored afterwards, so that models loaded later in the same process
+    (to evaluate or export) are float32 like the saved weights."""
+    previous_policy = keras.config.dtype_policy()
     set_precision(options.precision)
+    try:
+        return _train(options)
+    finally:
+        keras.config.set_dtype_policy(previous_policy)
+
+
+def _train(options):
+    keras.utils.set_random_seed(options.seed)
     strategy = make_strategy(options.strategy)
     chief = is_chief(strategy)
     config = resolve_config(options)
@@ -205,7 +224,7 @@ def run_training(options):
     }
     if chief:
         model.save(os.path.join(options.output_dir, "model.keras"))
-        summary["averaged_checkpoints"] = average_run(options.output_dir, model=model)
+        summary["averaged_checkpoints"] = average_run(options.output_dir, last=keep, model=model)
         with open(os.path.join(options.output_dir, "run.json"), "w") as file:
             json.dump(summary, file, indent=2, default=str)
         print(f"Saved model.keras and averaged.keras in {options.output_dir}.")
