@@ -235,7 +235,7 @@ SMALL = BASE.replace(
     train_steps=20_000,
 )
 """Not in the paper: the CPU preset, tuned to learn as much as it can in the
-demo's 14 minutes on 2 cores (Ding German-English). With so little compute a
+demo's 15 minutes on 2 cores (Ding German-English). With so little compute a
 shallow model that makes many small updates wins: 2+2 layers, pre-norm (stable
 at a high learning rate after a short warmup: peak 1.8e-3 at update 300),
 2,048-token batches, no dropout (the run sees its data about twice)."""
