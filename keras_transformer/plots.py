@@ -23,7 +23,8 @@ def plot_training_curves(metrics_path, output_path):
         raise ValueError(f"{metrics_path} holds no logged epochs yet.")
     steps = [row["step"] for row in rows]
     figure, (losses, scores) = plt.subplots(1, 2, figsize=(11, 4))
-    losses.plot(steps, [row["loss"] for row in rows], marker="o", label="training")
+    losses.plot(steps, [row["loss"] for row in rows], marker="o",
+                label="training (mean since the last point)")
     if "val_loss" in rows[0]:
         losses.plot(steps, [row["val_loss"] for row in rows], marker="o", label="validation")
     losses.set(xlabel="update", ylabel="label-smoothed cross-entropy per token", title="Loss")

@@ -238,7 +238,7 @@ SMALL = BASE.replace(
 demo's 15 minutes on 2 cores (Ding German-English). With so little compute a
 shallow model that makes many small updates wins: 2+2 layers, pre-norm (stable
 at a high learning rate after a short warmup: peak 1.8e-3 at update 300),
-2,048-token batches, no dropout (the run sees its data about twice)."""
+2,048-token batches, no dropout (the run sees its data about 2.5 times)."""
 
 PRESETS = {"small": SMALL, "base": BASE, "big": BIG}
 
