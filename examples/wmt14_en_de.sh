@@ -11,10 +11,11 @@
 # update, spread over 8 GPUs. With G GPUs the script accumulates 8/G
 # micro-batches per update, so that each GPU holds the paper's per-GPU share
 # (about 3,100 tokens per side) and the update is the paper's whatever G is.
-# Checkpoints every 10 minutes (not by steps); the last 5 (base) or 20 (big) are averaged, as in the
-# paper. Evaluation: beam 4, length penalty 0.6, input length + 50, sacreBLEU
-# on newstest2014 (the TFDS test split). sacreBLEU is detokenized BLEU; the
-# paper's tokenized BLEU is about one point higher for the same output.
+# Checkpoints every 10 minutes (not by steps); the last 5 (base) or 20
+# (big) are averaged, as in the paper. Evaluation: beam 4, length penalty
+# 0.6, input length + 50, sacreBLEU on newstest2014 (the TFDS test split).
+# sacreBLEU is detokenized BLEU; the paper's tokenized BLEU is about one
+# point higher for the same output.
 set -euo pipefail
 preset=${1:?usage: wmt14_en_de.sh base|big OUTPUT_DIR}
 output=$(realpath -m "${2:?usage: wmt14_en_de.sh base|big OUTPUT_DIR}")

@@ -21,9 +21,9 @@ class SharedEmbedding(keras.layers.Layer):
     returns `x E^T`, the pre-softmax logits tied to the same matrix E. Under
     mixed precision the product runs in the compute dtype (the matmul
     accumulates in float32) and is returned as float32, so that the softmax
-    and the loss run in float32, as Keras' mixed-precision guide advises. Calling one instance for the source ids, the target ids and the
-    logits shares E between all three, as the paper does with a shared
-    vocabulary.
+    and the loss run in float32, as Keras' mixed-precision guide advises.
+    Calling one instance for the source ids, the target ids and the logits
+    shares E between all three, as the paper does with a shared vocabulary.
 
     Args:
         vocab_size: number of token ids.

@@ -1,5 +1,5 @@
-"""The residual sub-layer connection (paper sections 3.1 and 5.4) and the skeleton that
-encoder and decoder layers share.
+"""The residual sub-layer connection (paper sections 3.1 and 5.4) and the
+skeleton that encoder and decoder layers share.
 
     post-norm (the paper):  LayerNorm(x + Dropout(Sublayer(x)))
     pre-norm (later work):  x + Dropout(Sublayer(LayerNorm(x)))
