@@ -136,6 +136,9 @@ def token_batches(encoded, batch_tokens, max_length, batch_multiple=1,
         key_func=key, reduce_func=batch,
         window_size_func=lambda k: tf.cast(tf.gather(sizes, k), tf.int64))
     if shuffle_buffer:
+        # Also mix the order of the batches, which buckets emit in runs; each
+        # batch holds tens to hundreds of pairs, so a 64th of the pair buffer
+        # is enough batches to mix.
         batches = batches.shuffle(max(1, shuffle_buffer // 64), seed=seed)
 
     def to_model_inputs(source_ids, target_ids, labels):

@@ -11,10 +11,7 @@ import sentencepiece
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_transformer.models.transformer import PAD_ID
-
-UNK_ID, BOS_ID, EOS_ID = 1, 2, 3
-"""Special ids of every tokenizer trained here, besides the model's padding id 0."""
+from keras_transformer.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 
 def train_tokenizer(texts, model_path, vocab_size, max_sentences=2_000_000,

@@ -19,7 +19,8 @@ import numpy as np
 import onnxruntime
 import sentencepiece
 
-PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
+from keras_transformer.special_ids import BOS_ID, EOS_ID, PAD_ID
+
 _NEG_INF = np.float32(-1e9)
 CONFIG_FILE = "config.json"
 

@@ -14,9 +14,7 @@ from keras_transformer.layers import (
 )
 from keras_transformer.layers import _validation
 from keras_transformer.models.config import BASE, BIG, TransformerConfig
-
-PAD_ID = 0
-"""Token id 0 is padding, in source and target ids alike."""
+from keras_transformer.special_ids import PAD_ID  # in source and target ids alike
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
