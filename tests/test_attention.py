@@ -95,22 +95,23 @@ def test_self_attention_cache_equals_full_causal_attention():
     query, _ = _inputs()
     layer = MultiHeadAttention(num_heads=2, key_dim=4, value_dim=5)
     full = layer(query, query, use_causal_mask=True)
-    cache = (np.zeros((BATCH, 9, 2, 4), "float32"), np.zeros((BATCH, 9, 2, 5), "float32"))
+    cache = (np.zeros((BATCH, 2, 9, 4), "float32"), np.zeros((BATCH, 2, 9, 5), "float32"))
     for step in range(TQ):
         row = query[:, step:step + 1]
         output, cache = layer(row, row, use_causal_mask=True, cache=cache, cache_update_index=step)
         np.testing.assert_allclose(output[:, 0], full[:, step], atol=1e-5)
-    # The cache holds the projected keys at the written positions, zeros after.
+    # The heads-first cache holds the projected keys at the written
+    # positions, zeros after.
     keys = np.asarray(reference.dense(query, layer.key_dense)).reshape(BATCH, TQ, 2, 4)
-    np.testing.assert_allclose(cache[0][:, :TQ], keys, atol=1e-5)
-    assert np.all(np.asarray(cache[0])[:, TQ:] == 0)
+    np.testing.assert_allclose(cache[0][:, :, :TQ], keys.transpose(0, 2, 1, 3), atol=1e-5)
+    assert np.all(np.asarray(cache[0])[:, :, TQ:] == 0)
 
 
 def test_cache_accepts_several_rows_at_once():
     query, _ = _inputs()
     layer = MultiHeadAttention(num_heads=2, key_dim=4)
     full = layer(query, query, use_causal_mask=True)
-    cache = (np.zeros((BATCH, 8, 2, 4), "float32"),) * 2
+    cache = (np.zeros((BATCH, 2, 8, 4), "float32"),) * 2
     first, cache = layer(query[:, :3], query[:, :3], use_causal_mask=True, cache=cache, cache_update_index=0)
     # Without `value` a cached call is self-attention too.
     rest, cache = layer(query[:, 3:], use_causal_mask=True, cache=cache, cache_update_index=3)
@@ -123,6 +124,8 @@ def test_precomputed_cross_attention_cache():
     padding = np.array([[1] * 7, [1] * 4 + [0] * 3], bool)
     expected = layer(query, value, value_mask=padding)
     cache = layer.key_value_cache(value)
+    values = np.asarray(reference.dense(value, layer.value_dense)).reshape(BATCH, TK, 3, 4)
+    np.testing.assert_allclose(cache[1], values.transpose(0, 2, 1, 3), atol=1e-5)  # heads-first
     output, returned = layer(query, None, cache=cache, value_mask=padding)
     np.testing.assert_allclose(output, expected, atol=1e-5)
     np.testing.assert_array_equal(returned[0], cache[0])  # handed back unchanged

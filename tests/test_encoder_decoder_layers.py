@@ -65,13 +65,34 @@ def test_decoder_layer_cached_steps_equal_full_pass():
     layer = TransformerDecoderLayer(num_heads=2, d_ff=16)
     padding = np.array([[1] * 6, [1, 1, 1, 0, 0, 0]], bool)
     full = layer(target, source, encoder_padding_mask=padding)
-    cache = (np.zeros((2, 5, 2, 4), "float32"),) * 2
+    cache = (np.zeros((2, 2, 5, 4), "float32"),) * 2
     cross = layer.cross_attention_cache(source)
     for step in range(5):
         row, cache = layer(target[:, step:step + 1], encoder_padding_mask=padding,
                            self_attention_cache=cache, self_attention_cache_update_index=step,
                            cross_attention_cache=cross)
         np.testing.assert_allclose(row[:, 0], full[:, step], atol=1e-5)
+
+
+def test_cross_attention_cache_shared_by_groups_of_rows():
+    # Beam search: 3 hypotheses for each of the 2 sentences read one cache
+    # row per sentence; they must get what 3 copies of the cache give.
+    rng = np.random.default_rng(1)
+    target, source = _sequences()
+    hypotheses = rng.normal(size=(6, 2, 8)).astype("float32")
+    layer = TransformerDecoderLayer(num_heads=2, d_ff=16)
+    layer(target, source)
+    padding = np.array([[1] * 6, [1, 1, 1, 0, 0, 0]], bool)
+    shared = layer.cross_attention_cache(source)
+    copied = [np.repeat(np.asarray(t), 3, axis=0) for t in shared]
+    output, (_, weights) = layer(hypotheses, encoder_padding_mask=padding,
+                                 cross_attention_cache=shared, return_attention_scores=True)
+    expected, (_, expected_weights) = layer(
+        hypotheses, encoder_padding_mask=np.repeat(padding, 3, axis=0),
+        cross_attention_cache=copied, return_attention_scores=True)
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+    np.testing.assert_allclose(weights, expected_weights, atol=1e-6)
+    assert weights.shape == (6, 2, 2, 6)
 
 
 def test_decoder_without_encoder_is_decoder_only():
@@ -87,7 +108,7 @@ def test_cache_without_index_is_an_error():
     target, source = _sequences()
     layer = TransformerDecoderLayer(num_heads=2, d_ff=16)
     with pytest.raises(ValueError, match="self_attention_cache_update_index"):
-        layer(target, source, self_attention_cache=(np.zeros((2, 5, 2, 4), "float32"),) * 2)
+        layer(target, source, self_attention_cache=(np.zeros((2, 2, 5, 4), "float32"),) * 2)
 
 
 def test_layers_reject_indivisible_width():

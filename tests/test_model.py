@@ -86,6 +86,20 @@ def test_cached_decoding_equals_full_forward_pass_step_by_step(tiny_config, vari
         np.testing.assert_allclose(logits[:, 0], full[:, step], atol=1e-5)
 
 
+def test_cached_decoding_of_several_hypotheses_per_sentence(tiny_config):
+    # Beam search's layout: rows i*3 ... i*3+2 are sentence i's hypotheses,
+    # each with its own target, sharing the sentence's cross-attention cache.
+    model = transformer(tiny_config, VOCAB)
+    source, _ = _batch()
+    _, target = _batch(seed=1, batch=9)
+    full = _logits(model, np.repeat(source, 3, axis=0), target)
+    cache = model.initial_cache(model.encode(source), source, max_length=10, hypotheses=3)
+    assert cache["cross_keys"][0].shape[0] == 3 and cache["self_keys"][0].shape[0] == 9
+    for step in range(target.shape[1]):
+        logits, cache = model.decode_step(target[:, step:step + 1], step, cache)
+        np.testing.assert_allclose(logits[:, 0], full[:, step], atol=1e-5)
+
+
 def test_saved_and_loaded_model_gives_identical_outputs(tiny_config, tmp_path):
     model = transformer(tiny_config.replace(norm_first=True, shared_vocabulary=False), VOCAB, VOCAB + 3)
     source, target = _batch()

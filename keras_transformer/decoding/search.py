@@ -72,13 +72,12 @@ class _Decoder:
         self.model = model
         self.use_cache = use_cache
         encoder_output = model.encode(source_ids, training=False)
-        # Every hypothesis of a sentence reads the same encoder output.
-        self.source_ids = tf.repeat(source_ids, copies, axis=0)
-        encoder_output = tf.repeat(encoder_output, copies, axis=0)
         if use_cache:
-            self.state = model.initial_cache(encoder_output, self.source_ids, length)
+            self.state = model.initial_cache(encoder_output, source_ids, length, copies)
         else:
-            self.state = {"encoder_output": encoder_output}
+            # Every hypothesis of a sentence reads the same encoder output.
+            self.source_ids = tf.repeat(source_ids, copies, axis=0)
+            self.state = {"encoder_output": tf.repeat(encoder_output, copies, axis=0)}
 
     def log_probs(self, tokens, step, state):
         """`tokens` `(rows, length + 1)` holds each prefix; returns the
@@ -187,7 +186,12 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     batch_rows = tf.range(batch)[:, None] * k
 
     def body(step, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
-             finished_count, state):
+             finished_count, rows, state):
+        # The previous step's reordering of the caches is applied here, just
+        # before the step writes into them: the gathered caches are then
+        # held by nothing else, so the writes happen in place instead of
+        # copying every cache once more.
+        state = decoder.reorder(state, rows)
         log_probs, state = decoder.log_probs(tf.reshape(alive, [batch * k, -1]), step, state)
         log_probs = tf.reshape(log_probs, [batch, k, vocab])
         at_limit = (step + 1 >= limits)[:, None, None]
@@ -217,16 +221,16 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
         alive_log_probs = alive_scores
         rows = tf.reshape(tf.gather(top_beams, keep, batch_dims=1) + batch_rows, [-1])
         return (step + 1, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
-                finished_count, decoder.reorder(state, rows))
+                finished_count, rows, state)
 
     def not_done(step, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
-                 finished_count, state):
+                 finished_count, rows, state):
         # A sentence is done with K finished hypotheses, or past its limit
         # (fewer than K when fewer than K prefixes were ever alive).
         return ~tf.reduce_all((finished_count >= k) | (step >= limits))
 
     loop_vars = (0, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
-                 finished_count, decoder.state)
+                 finished_count, tf.range(batch * k), decoder.state)
     loop = tf.while_loop(not_done, body, loop_vars, maximum_iterations=length,
                          shape_invariants=_batch_and_beam_free(loop_vars))
     finished, finished_scores, finished_log_probs = loop[3], loop[4], loop[5]
@@ -235,8 +239,8 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
 
 def _batch_and_beam_free(loop_vars):
     """Shape invariants that leave the first two dimensions (batch and beam,
-    or their product and the cache length) free, so that `beam_size` may be
-    a tensor fed at run time."""
+    or their product and the heads) free, so that `beam_size` may be a
+    tensor fed at run time."""
 
     def relax(value):
         shape = tf.TensorShape(tf.convert_to_tensor(value).shape)

@@ -9,11 +9,12 @@ own loop: the search lives in `onnx_runner.py`.
   keys and values of every decoder layer (`cross_keys_<i>`,
   `cross_values_<i>`), computed once per sentence.
 - `decoder_step.onnx`: the newest `target_ids` `(rows, 1)`, the `step`
-  (its position), `source_ids` (for the padding mask), the cross-attention
-  keys and values, and the self-attention caches `self_keys_<i>`,
-  `self_values_<i>` `(rows, max_length, heads, head_dim)` -> `logits`
-  `(rows, vocabulary)` and the updated caches `new_self_keys_<i>`,
-  `new_self_values_<i>`.
+  (its position), `source_ids` (for the padding mask) and the
+  cross-attention keys and values, one row per sentence, and the
+  self-attention caches `self_keys_<i>`, `self_values_<i>`
+  `(rows, heads, max_length, head_dim)`, k rows per sentence for k
+  hypotheses -> `logits` `(rows, vocabulary)` and the updated caches
+  `new_self_keys_<i>`, `new_self_values_<i>`.
 """
 
 import os
@@ -27,7 +28,8 @@ OPSET = 17
 
 
 def _cache_spec(model, name, dim):
-    return tf.TensorSpec([None, None, model.config.num_heads, dim], model.compute_dtype, name=name)
+    """A heads-first cache: `(rows, heads, length, dim)`."""
+    return tf.TensorSpec([None, model.config.num_heads, None, dim], model.compute_dtype, name=name)
 
 
 def _layer_names(model, prefix):

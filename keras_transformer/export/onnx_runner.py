@@ -74,13 +74,15 @@ class OnnxSearch:
 
         encoded = dict(zip([o.name for o in self.encoder.get_outputs()],
                            self.encoder.run(None, {"source_ids": source_ids})))
-        feeds = {"source_ids": np.repeat(source_ids, k, axis=0)}
+        # Cross-attention caches and source ids stay one row per sentence,
+        # which its k hypotheses share; self-attention caches have k rows.
+        feeds = {"source_ids": source_ids}
         for i in range(self.layers):
             for kind in ("keys", "values"):
-                feeds[f"cross_{kind}_{i}"] = np.repeat(encoded[f"cross_{kind}_{i}"], k, axis=0)
+                feeds[f"cross_{kind}_{i}"] = encoded[f"cross_{kind}_{i}"]
                 dim = self.config["head_key_dim" if kind == "keys" else "head_value_dim"]
                 feeds[f"self_{kind}_{i}"] = np.zeros(
-                    (batch * k, length, self.config["num_heads"], dim), np.float32)
+                    (batch * k, self.config["num_heads"], length, dim), np.float32)
 
         alive = np.zeros((batch, k, length + 1), np.int32)
         alive[:, :, 0] = BOS_ID

@@ -43,7 +43,8 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask: forbid attending to later positions. With a
             self-attention cache, query row r sits at position
             `cache_update_index + r`.
-        cache: `(keys, values)`, each `(batch, cache_length, heads, dim)`.
+        cache: `(keys, values)`, each heads-first:
+            `(batch, heads, cache_length, dim)`.
             With `cache_update_index` this is a self-attention cache: the keys
             and values of `value` are written at that index and attention runs
             over the whole cache (slots not yet written must be masked out,
@@ -135,28 +136,33 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def key_value_cache(self, key, value=None):
         """Projects encoder output once into the `(keys, values)` cache that
-        cross-attention reads at every decoding step."""
+        cross-attention reads at every decoding step, each heads-first:
+        `(batch, heads, source_length, dim)`."""
         value = key if value is None else value
         return (
-            self._project(self.key_dense, key, self.key_dim),
-            self._project(self.value_dense, value, self.value_dim),
+            _heads_first(self._project(self.key_dense, key, self.key_dim)),
+            _heads_first(self._project(self.value_dense, value, self.value_dim)),
         )
 
     @staticmethod
     def _write_cache(cache, update, index):
-        """Writes `update` `(batch, steps, heads, dim)` into `cache` at
-        positions `index ... index + steps - 1`.
+        """Writes `update` `(batch, steps, heads, dim)` into the heads-first
+        `cache` `(batch, heads, length, dim)` at positions
+        `index ... index + steps - 1`.
 
         A scatter touches only the new rows (TensorFlow updates the buffer in
-        place when it can; tf2onnx converts it to ScatterND). Not
-        `ops.slice_update`: on TensorFlow that lowers to the XLA op
+        place when nothing else holds it; tf2onnx converts it to ScatterND).
+        Not `ops.slice_update`: on TensorFlow that lowers to the XLA op
         XlaDynamicUpdateSlice, which tf2onnx cannot convert.
         """
-        batch, steps = ops.shape(update)[0], ops.shape(update)[1]
-        rows = ops.repeat(ops.arange(batch), steps)
-        positions = ops.tile(ops.arange(steps), [batch]) + index
-        updates = ops.reshape(update, (batch * steps, update.shape[2], update.shape[3]))
-        return ops.scatter_update(cache, ops.stack([rows, positions], axis=1),
+        batch, steps, heads = ops.shape(update)[0], ops.shape(update)[1], update.shape[2]
+        # One (row, head, position) index per written vector, in the order
+        # of `update` flattened over its first three axes.
+        rows = ops.repeat(ops.arange(batch), steps * heads)
+        positions = ops.tile(ops.repeat(ops.arange(steps), heads), [batch]) + index
+        head_ids = ops.tile(ops.arange(heads), [batch * steps])
+        updates = ops.reshape(update, (batch * steps * heads, update.shape[3]))
+        return ops.scatter_update(cache, ops.stack([rows, head_ids, positions], axis=1),
                                   ops.cast(updates, cache.dtype))
 
     def _mask(self, query_length, key_length, attention_mask, use_causal_mask,
@@ -202,7 +208,8 @@ class MultiHeadAttention(keras.layers.Layer):
         if cache is not None and cache_update_index is None:
             keys, values = cache  # a `value_mask` here must cover the cached keys
         else:
-            keys, values = self.key_value_cache(key, value)
+            keys = self._project(self.key_dense, key, self.key_dim)
+            values = self._project(self.value_dense, value, self.value_dim)
             if cache is not None:
                 keys = self._write_cache(cache[0], keys, cache_update_index)
                 values = self._write_cache(cache[1], values, cache_update_index)
@@ -210,9 +217,15 @@ class MultiHeadAttention(keras.layers.Layer):
                 # Masks of `value` cover only the rows just written, not the
                 # cache; slots not yet written are hidden by the causal mask.
                 value_mask = key_mask = None
+        # Cached keys and values are heads-first, so that the two attention
+        # matmuls read them in place. Laid out as (batch, length, heads,
+        # dim), each decoding step would first copy the whole cache into
+        # that order (measured: the largest cost of a cached beam-search
+        # step on CPU).
+        heads_first = cache is not None
         mask = self._mask(
             ops.shape(queries)[1],
-            ops.shape(keys)[1],
+            ops.shape(keys)[2 if heads_first else 1],
             attention_mask,
             use_causal_mask,
             0 if cache_update_index is None else cache_update_index,
@@ -221,10 +234,13 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         scale = 1.0 / math.sqrt(self.key_dim)
         dropout_active = training and self.dropout > 0
-        if return_attention_scores or dropout_active:
+        if heads_first or return_attention_scores or dropout_active:
             # ops.dot_product_attention neither returns the weights nor drops
-            # them out, so these two cases spell the formula out.
-            logits = ops.einsum("bqhd,bkhd->bhqk", queries, keys) * ops.cast(
+            # them out, and takes keys and values in (batch, length, heads,
+            # dim) order only, so these cases spell the formula out.
+            if not heads_first:
+                keys, values = _heads_first(keys), _heads_first(values)
+            logits = ops.einsum("bqhd,bhkd->bhqk", queries, keys) * ops.cast(
                 scale, queries.dtype
             )
             logits = ops.cast(logits, "float32")
@@ -232,7 +248,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 logits = ops.where(mask, logits, -1e9)
             weights = ops.cast(ops.softmax(logits, axis=-1), queries.dtype)
             dropped = self._dropout_layer(weights, training=training)
-            attended = ops.einsum("bhqk,bkhd->bqhd", dropped, values)
+            attended = ops.einsum("bhqk,bhkd->bqhd", dropped, values)
         else:
             # Fused kernels on GPU backends; on TF it is the same two einsums.
             attended = ops.dot_product_attention(
@@ -260,3 +276,8 @@ class MultiHeadAttention(keras.layers.Layer):
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
         }
+
+
+def _heads_first(x):
+    """`(batch, length, heads, dim)` -> `(batch, heads, length, dim)`."""
+    return ops.transpose(x, (0, 2, 1, 3))

@@ -2,6 +2,7 @@
 the encoder output, then feed-forward."""
 
 import keras
+from keras import ops
 
 from keras_transformer.layers.residual import TransformerLayerBase, residual_block
 
@@ -22,12 +23,17 @@ class TransformerDecoderLayer(TransformerLayerBase):
             real tokens; default to the Keras masks the sequences carry.
         use_causal_mask: position t attends only to positions <= t (default).
         self_attention_cache: `(keys, values)`, each
-            `(batch, max_length, heads, head_dim)`, for incremental decoding,
+            `(batch, heads, max_length, head_dim)`, for incremental decoding,
             with `self_attention_cache_update_index`, the position of the first
             row of `decoder_sequence`.
         cross_attention_cache: `(keys, values)` from `cross_attention_cache()`,
             so that the encoder output is projected once, not at every step;
             `encoder_sequence` is then not needed, `encoder_padding_mask` is.
+            It may have fewer rows than `decoder_sequence`: with B rows here
+            (and in `encoder_padding_mask`) and B*k decoder rows, decoder rows
+            `i*k ... i*k + k-1` all read row i, as the k hypotheses of one
+            sentence do in beam search, without k copies of the keys and
+            values.
         return_attention_scores: also return the weights of both attentions.
 
     Returns:
@@ -54,6 +60,30 @@ class TransformerDecoderLayer(TransformerLayerBase):
         """Keys and values of the encoder output, computed once per sentence."""
         self._require_cross_attention()
         return self.cross_attention.key_value_cache(encoder_sequence)
+
+    def _shared_cache_cross_attention(self, x, cache, padding_mask, return_attention_scores,
+                                      training):
+        """Cross-attention of B*k rows `x` `(B*k, T, d_model)` over a cache of
+        B rows: each group of k consecutive rows becomes one row of k*T
+        queries (cross-attention has no causal mask, so queries are
+        independent), so that every cached key and value is read once per
+        group, not once per row."""
+        rows, length, width = ops.shape(x)[0], ops.shape(x)[1], x.shape[-1]
+        groups = ops.shape(cache[0])[0]
+        # The attention hands the cache back last; it is unchanged here.
+        output, *weights, _ = self.cross_attention(
+            ops.reshape(x, (groups, -1, width)), value_mask=padding_mask, cache=cache,
+            return_attention_scores=return_attention_scores, training=training,
+        )
+        output = ops.reshape(output, (rows, length, width))
+        if not return_attention_scores:
+            return output
+        weights = weights[0]  # (B, heads, k*T, S), query j*T + t of hypothesis j
+        heads, source_length = weights.shape[1], ops.shape(weights)[-1]
+        weights = ops.reshape(weights, (groups, heads, -1, length, source_length))
+        weights = ops.reshape(ops.transpose(weights, (0, 2, 1, 3, 4)),
+                              (rows, heads, length, source_length))
+        return output, weights
 
     def _require_cross_attention(self):
         if self.cross_attention is None:
@@ -93,9 +123,13 @@ class TransformerDecoderLayer(TransformerLayerBase):
             )
 
         def cross_attend(x):
+            if cross_attention_cache is not None:
+                return self._shared_cache_cross_attention(
+                    x, cross_attention_cache, encoder_padding_mask,
+                    return_attention_scores, training,
+                )
             return self.cross_attention(
                 x, encoder_sequence, value_mask=encoder_padding_mask,
-                cache=cross_attention_cache,
                 return_attention_scores=return_attention_scores, training=training,
             )
 

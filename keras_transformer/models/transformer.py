@@ -193,19 +193,24 @@ class Transformer(keras.Model):
 
     # ---------------------------------------------------- incremental decoding
 
-    def initial_cache(self, encoder_output, source_ids, max_length):
-        """The decoding state before the first step.
+    def initial_cache(self, encoder_output, source_ids, max_length, hypotheses=1):
+        """The decoding state before the first step, for `hypotheses`
+        decoder rows per sentence (the beam size; rows `i*hypotheses ...`
+        belong to sentence i).
 
-        Cross-attention keys and values are computed here, once; the
-        self-attention caches are zeros of a fixed shape
-        `(batch, max_length, heads, head_dim)` so that a decoding loop keeps
-        static shapes (a `tf.while_loop`, XLA, an exported graph).
+        Cross-attention keys and values are computed here, once, one row per
+        sentence, which all of its hypotheses read (see
+        `TransformerDecoderLayer`). The self-attention caches are zeros of a
+        fixed shape `(batch * hypotheses, heads, max_length, head_dim)` so
+        that a decoding loop keeps static shapes (a `tf.while_loop`, XLA, an
+        exported graph). All caches are heads-first (see
+        `MultiHeadAttention`).
 
         Returns:
             A dict of tensors: `source_padding` `(batch, S)`, and per decoder
             layer `self_keys`/`self_values`/`cross_keys`/`cross_values` lists.
         """
-        batch = ops.shape(encoder_output)[0]
+        batch = ops.shape(encoder_output)[0] * hypotheses
         heads = self.config.num_heads
         dtype = self.compute_dtype
         cross = [layer.cross_attention_cache(encoder_output) for layer in self.decoder_layers]
@@ -215,10 +220,10 @@ class Transformer(keras.Model):
             "cross_keys": [keys for keys, _ in cross],
             "cross_values": [values for _, values in cross],
             "self_keys": [
-                ops.zeros((batch, max_length, heads, self.config.head_key_dim), dtype) for _ in layers
+                ops.zeros((batch, heads, max_length, self.config.head_key_dim), dtype) for _ in layers
             ],
             "self_values": [
-                ops.zeros((batch, max_length, heads, self.config.head_value_dim), dtype) for _ in layers
+                ops.zeros((batch, heads, max_length, self.config.head_value_dim), dtype) for _ in layers
             ],
         }
 
@@ -226,7 +231,8 @@ class Transformer(keras.Model):
         """Runs the decoder on the tokens at positions `index ...` only.
 
         Args:
-            target_ids: `(batch, steps)`, usually one token per sentence.
+            target_ids: `(rows, steps)`, usually one token per hypothesis,
+                the rows of `initial_cache`.
             index: integer scalar, position of `target_ids[:, 0]`.
             cache: from `initial_cache` or the previous step.
 
