@@ -26,6 +26,22 @@ def timed(step, warmup, repeats):
     return float(np.median(times))
 
 
+def timed_interleaved(runs, warmup, repeats):
+    """Median seconds of each callable in the dict `runs`, timed in turns
+    (every run once, then again, `repeats` times) so that a slow phase of a
+    shared machine slows every contender alike instead of one of them."""
+    for run in runs.values():
+        for _ in range(warmup):
+            run()
+    times = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(values)) for name, values in times.items()}
+
+
 def tf_matmul_peak(dtype="float32", sizes=(1024, 2048, 4096), repeats=10):
     """Best FLOP/s of square matmuls in TensorFlow (the machine's peak for
     the kernels a training step uses), over `sizes`."""

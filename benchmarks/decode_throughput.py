@@ -10,7 +10,9 @@ Setting: base preset (6+6 layers, d_model 512, d_ff 2048, 8 heads), a
 37,000-token vocabulary, random weights, a batch of 16 sentences of 24
 tokens, exactly 40 output tokens per sentence (the end token is kept from
 winning before then), beam 4 and greedy. Reported: target tokens per second
-(16 x 40 / seconds per batch).
+(16 x 40 / seconds per batch), the median of `--repeats` runs taken in turns
+(ours, Marian, ours, ...), so that the ratios compare runs made at the same
+time on a machine whose speed drifts.
 """
 
 import argparse
@@ -20,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from common import machine, model_running_to_the_limit, timed  # noqa: E402
+from common import machine, model_running_to_the_limit, timed_interleaved  # noqa: E402
 
 BATCH, SOURCE_LENGTH, OUTPUT_TOKENS, VOCAB = 16, 24, 40, 37000
 
@@ -32,7 +34,8 @@ def sources(seed=0):
     return ids
 
 
-def ours(repeats):
+def ours():
+    """Our four searches, each a callable that decodes the batch once."""
     import tensorflow as tf
 
     from keras_transformer.decoding import beam_search, greedy_search
@@ -42,7 +45,7 @@ def ours(repeats):
     config = BASE.replace(decode_margin=OUTPUT_TOKENS - (SOURCE_LENGTH - 1))
     model = model_running_to_the_limit(config, VOCAB)
     source = tf.constant(sources())
-    results = {}
+    runs = {}
     for name, search, kwargs in [
         ("ours, beam 4, cached", beam_search, dict(beam_size=4)),
         ("ours, greedy, cached", greedy_search, {}),
@@ -52,11 +55,12 @@ def ours(repeats):
         function = tf.function(lambda s, search=search, kwargs=kwargs: search(model, s, **kwargs).tokens)
         lengths = np.count_nonzero(function(source).numpy()[:, 0], axis=1)
         assert (lengths == OUTPUT_TOKENS).all(), lengths
-        results[name] = timed(lambda: function(source).numpy(), warmup=1, repeats=repeats)
-    return results
+        runs[name] = lambda function=function: function(source).numpy()
+    return runs
 
 
-def marian(repeats):
+def marian():
+    """`MarianMTModel.generate` with beam 4 and greedy, as callables."""
     import torch
     from transformers import MarianConfig, MarianMTModel
 
@@ -68,24 +72,24 @@ def marian(repeats):
         decoder_start_token_id=2, forced_eos_token_id=None)
     model = MarianMTModel(config).eval()
     source = torch.from_numpy(sources().astype("int64"))
-    results = {}
+    runs = {}
     for name, beams in [("Marian generate, beam 4", 4), ("Marian generate, greedy", 1)]:
-        def run():
+        def run(beams=beams):
             with torch.inference_mode():
                 return model.generate(source, num_beams=beams, do_sample=False,
                                       min_new_tokens=OUTPUT_TOKENS, max_new_tokens=OUTPUT_TOKENS,
                                       early_stopping=True)
-        results[name] = timed(run, warmup=1, repeats=repeats)
-    return results
+        runs[name] = run
+    return runs
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     print(f"Machine: {machine()}. Batch {BATCH} x {SOURCE_LENGTH} source tokens, "
           f"{OUTPUT_TOKENS} output tokens each, base model, vocabulary {VOCAB}.\n")
-    results = ours(args.repeats) | marian(args.repeats)
+    results = timed_interleaved(ours() | marian(), warmup=1, repeats=args.repeats)
     tokens = BATCH * OUTPUT_TOKENS
     print(f"{'':28s} {'s/batch':>8s} {'target tok/s':>13s}")
     for name, seconds in results.items():

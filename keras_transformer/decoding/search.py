@@ -186,12 +186,7 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     batch_rows = tf.range(batch)[:, None] * k
 
     def body(step, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
-             finished_count, rows, state):
-        # The previous step's reordering of the caches is applied here, just
-        # before the step writes into them: the gathered caches are then
-        # held by nothing else, so the writes happen in place instead of
-        # copying every cache once more.
-        state = decoder.reorder(state, rows)
+             finished_count, state):
         log_probs, state = decoder.log_probs(tf.reshape(alive, [batch * k, -1]), step, state)
         log_probs = tf.reshape(log_probs, [batch, k, vocab])
         at_limit = (step + 1 >= limits)[:, None, None]
@@ -221,16 +216,16 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
         alive_log_probs = alive_scores
         rows = tf.reshape(tf.gather(top_beams, keep, batch_dims=1) + batch_rows, [-1])
         return (step + 1, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
-                finished_count, rows, state)
+                finished_count, decoder.reorder(state, rows))
 
     def not_done(step, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
-                 finished_count, rows, state):
+                 finished_count, state):
         # A sentence is done with K finished hypotheses, or past its limit
         # (fewer than K when fewer than K prefixes were ever alive).
         return ~tf.reduce_all((finished_count >= k) | (step >= limits))
 
     loop_vars = (0, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
-                 finished_count, tf.range(batch * k), decoder.state)
+                 finished_count, decoder.state)
     loop = tf.while_loop(not_done, body, loop_vars, maximum_iterations=length,
                          shape_invariants=_batch_and_beam_free(loop_vars))
     finished, finished_scores, finished_log_probs = loop[3], loop[4], loop[5]
