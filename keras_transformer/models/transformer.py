@@ -210,7 +210,7 @@ class Transformer(keras.Model):
             A dict of tensors: `source_padding` `(batch, S)`, and per decoder
             layer `self_keys`/`self_values`/`cross_keys`/`cross_values` lists.
         """
-        batch = ops.shape(encoder_output)[0] * hypotheses
+        rows = ops.shape(encoder_output)[0] * hypotheses
         heads = self.config.num_heads
         dtype = self.compute_dtype
         cross = [layer.cross_attention_cache(encoder_output) for layer in self.decoder_layers]
@@ -220,10 +220,10 @@ class Transformer(keras.Model):
             "cross_keys": [keys for keys, _ in cross],
             "cross_values": [values for _, values in cross],
             "self_keys": [
-                ops.zeros((batch, heads, max_length, self.config.head_key_dim), dtype) for _ in layers
+                ops.zeros((rows, heads, max_length, self.config.head_key_dim), dtype) for _ in layers
             ],
             "self_values": [
-                ops.zeros((batch, heads, max_length, self.config.head_value_dim), dtype) for _ in layers
+                ops.zeros((rows, heads, max_length, self.config.head_value_dim), dtype) for _ in layers
             ],
         }
 
