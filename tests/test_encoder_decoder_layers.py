@@ -93,6 +93,8 @@ def test_cross_attention_cache_shared_by_groups_of_rows():
     np.testing.assert_allclose(output, expected, atol=1e-5)
     np.testing.assert_allclose(weights, expected_weights, atol=1e-6)
     assert weights.shape == (6, 2, 2, 6)
+    with pytest.raises(ValueError, match="must be a multiple of 2"):
+        layer(hypotheses[:5], encoder_padding_mask=padding, cross_attention_cache=shared)
 
 
 def test_decoder_without_encoder_is_decoder_only():

@@ -68,6 +68,13 @@ class TransformerDecoderLayer(TransformerLayerBase):
         queries (cross-attention has no causal mask, so queries are
         independent), so that every cached key and value is read once per
         group, not once per row."""
+        known_rows, known_groups = x.shape[0], cache[0].shape[0]
+        if known_rows is not None and known_groups is not None and known_rows % known_groups:
+            raise ValueError(
+                f"The cross-attention cache has {known_groups} rows, so the decoder "
+                f"sequence's rows must be a multiple of {known_groups} (k hypotheses per "
+                f"cache row); got {known_rows}."
+            )
         rows, length, width = ops.shape(x)[0], ops.shape(x)[1], x.shape[-1]
         groups = ops.shape(cache[0])[0]
         # The attention hands the cache back last; it is unchanged here.
