@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import reference
 from keras_transformer.layers import TransformerDecoderLayer, TransformerEncoderLayer
@@ -95,6 +96,14 @@ def test_cross_attention_cache_shared_by_groups_of_rows():
     assert weights.shape == (6, 2, 2, 6)
     with pytest.raises(ValueError, match="must be a multiple of 2"):
         layer(hypotheses[:5], encoder_padding_mask=padding, cross_attention_cache=shared)
+    # With row counts known only at run time, the mismatch fails there too
+    # instead of mixing hypotheses of different sentences.
+    unknown_rows = tf.function(
+        lambda x: layer(x, encoder_padding_mask=padding, cross_attention_cache=shared),
+        input_signature=[tf.TensorSpec([None, None, 8])])
+    np.testing.assert_allclose(unknown_rows(hypotheses), output, atol=1e-6)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        unknown_rows(hypotheses[:5])
 
 
 def test_decoder_without_encoder_is_decoder_only():

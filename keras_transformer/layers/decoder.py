@@ -69,7 +69,7 @@ class TransformerDecoderLayer(TransformerLayerBase):
         independent), so that every cached key and value is read once per
         group, not once per row."""
         known_rows, known_groups = x.shape[0], cache[0].shape[0]
-        if known_rows is not None and known_groups is not None and known_rows % known_groups:
+        if known_rows is not None and known_groups and known_rows % known_groups:
             raise ValueError(
                 f"The cross-attention cache has {known_groups} rows, so the decoder "
                 f"sequence's rows must be a multiple of {known_groups} (k hypotheses per "
@@ -77,9 +77,14 @@ class TransformerDecoderLayer(TransformerLayerBase):
             )
         rows, length, width = ops.shape(x)[0], ops.shape(x)[1], x.shape[-1]
         groups = ops.shape(cache[0])[0]
+        # k spelled out rather than a -1 in the reshape, so that a row count
+        # that is no multiple of the cache's fails there when shapes are
+        # only known at run time (max: an empty batch has no groups).
+        per_group = rows // ops.maximum(groups, 1)
         # The attention hands the cache back last; it is unchanged here.
         output, *weights, _ = self.cross_attention(
-            ops.reshape(x, (groups, -1, width)), value_mask=padding_mask, cache=cache,
+            ops.reshape(x, (groups, per_group * length, width)), value_mask=padding_mask,
+            cache=cache,
             return_attention_scores=return_attention_scores, training=training,
         )
         output = ops.reshape(output, (rows, length, width))
@@ -87,7 +92,7 @@ class TransformerDecoderLayer(TransformerLayerBase):
             return output
         weights = weights[0]  # (B, heads, k*T, S), query j*T + t of hypothesis j
         heads, source_length = weights.shape[1], ops.shape(weights)[-1]
-        weights = ops.reshape(weights, (groups, heads, -1, length, source_length))
+        weights = ops.reshape(weights, (groups, heads, per_group, length, source_length))
         weights = ops.reshape(ops.transpose(weights, (0, 2, 1, 3, 4)),
                               (rows, heads, length, source_length))
         return output, weights

@@ -237,7 +237,7 @@ class Transformer(keras.Model):
             cache: from `initial_cache` or the previous step.
 
         Returns:
-            `(logits, cache)`: logits `(batch, steps, target_vocab_size)` equal
+            `(logits, cache)`: logits `(rows, steps, target_vocab_size)` equal
             to the rows `index ...` of the full forward pass, and the cache
             with these positions' keys and values written in.
         """
