@@ -16,14 +16,7 @@ def machine():
 
 def timed(step, warmup, repeats):
     """Median seconds of `step()` after `warmup` calls."""
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    return timed_interleaved({"step": step}, warmup, repeats)["step"]
 
 
 def timed_interleaved(runs, warmup, repeats):
