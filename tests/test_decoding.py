@@ -35,7 +35,7 @@ def reverse_model():
     trainer = Trainer(model, paper_optimizer(TINY), make_strategy("default"))
     data = token_batches(reverse_dataset(0, 5000, min_length=3, max_length=8).cache().repeat(),
                          512, 16, shuffle_buffer=1000, seed=0)
-    trainer.train(data, steps=600, steps_per_epoch=600, verbose=0)
+    trainer.train(data, steps=1000, steps_per_epoch=1000, verbose=0)
     return model
 
 
@@ -76,7 +76,10 @@ def test_trained_model_reverses_with_beam_search(reverse_model):
     for source, output in zip(sources, tokens):
         body = source[: list(source).index(EOS_ID)]
         correct += list(output[: len(body) + 1]) == list(body[::-1]) + [EOS_ID]
-    assert correct >= 10, correct  # a tiny model after 600 steps: half of them or more
+    # a tiny model after 1000 steps: half of them or more (13 to 17 of 20
+    # across seeds 0-2; after 600 steps, 6 or 10 and more depending on float
+    # rounding)
+    assert correct >= 10, correct
 
 
 def _exhaustive(model, source, max_length, alpha):

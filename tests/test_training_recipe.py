@@ -9,6 +9,7 @@ import tensorflow as tf
 from helpers.tasks import VOCAB, reverse_dataset
 from keras_transformer.models import BASE, transformer
 from keras_transformer.training import (
+    FusedAdam,
     LabelSmoothedCrossEntropy,
     Trainer,
     TransformerSchedule,
@@ -39,9 +40,78 @@ def test_schedule_peaks_at_warmup_and_serialises():
 
 def test_paper_optimizer_uses_the_papers_adam():
     optimizer = paper_optimizer(BASE)
+    assert isinstance(optimizer, FusedAdam)
     assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
     rate = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
     assert rate == pytest.approx(512**-0.5 * 4000**-1.5, rel=1e-6)  # step 1
+
+
+def _numpy_adam(weights, gradients, rates, beta_1, beta_2, epsilon):
+    """Adam as Keras and TensorFlow define it: the bias corrections fold
+    into the step size, epsilon is added to sqrt(v) uncorrected."""
+    m, v = np.zeros_like(weights), np.zeros_like(weights)
+    for t, (g, rate) in enumerate(zip(gradients, rates), start=1):
+        m = beta_1 * m + (1 - beta_1) * g
+        v = beta_2 * v + (1 - beta_2) * g * g
+        weights = weights - rate * np.sqrt(1 - beta_2**t) / (1 - beta_1**t) * m / (np.sqrt(v) + epsilon)
+    return weights, m, v
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "xla", "loss_scale"])
+def test_fused_adam_matches_the_adam_formula(mode):
+    rng = np.random.default_rng(0)
+    initial = rng.normal(size=(6, 5))
+    gradients = [rng.normal(size=(6, 5)) for _ in range(4)]
+    schedule = TransformerSchedule(d_model=16, warmup_steps=3)
+    rates = [float(schedule(step)) for step in range(4)]
+    variable = keras.Variable(initial.astype("float32"))
+    # epsilon large enough for its place in the formula to show
+    optimizer = FusedAdam(schedule, beta_1=0.8, beta_2=0.9, epsilon=0.05)
+    if mode == "loss_scale":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer, initial_scale=8.0)
+    scale = 8.0 if mode == "loss_scale" else 1.0
+
+    def apply(gradient):
+        optimizer.apply([gradient * scale], [variable])
+
+    if mode != "eager":
+        apply = tf.function(apply, jit_compile=mode == "xla")
+    for gradient in gradients:
+        apply(tf.constant(gradient, tf.float32))
+    inner = optimizer.inner_optimizer if mode == "loss_scale" else optimizer
+    expected, m, v = _numpy_adam(initial, gradients, rates, 0.8, 0.9, 0.05)
+    np.testing.assert_allclose(variable.numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(inner._momentums[0].numpy(), m, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(inner._velocities[0].numpy(), v, rtol=1e-5, atol=1e-6)
+    assert int(inner.iterations.numpy()) == 4
+
+
+def test_fused_adam_takes_sparse_gradients_and_keras_adam_checkpoints(tmp_path):
+    rng = np.random.default_rng(1)
+    initial = rng.normal(size=(8, 3)).astype("float32")
+    rows = tf.constant([1, 5, 1])
+    values = [tf.constant(rng.normal(size=(3, 3)), tf.float32) for _ in range(3)]
+    results = {}
+    for name in ("keras", "fused"):
+        variable = keras.Variable(initial)
+        kind = keras.optimizers.Adam if name == "keras" else FusedAdam
+        optimizer = kind(0.01, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+        for value in values:
+            optimizer.apply([tf.IndexedSlices(value, rows, tf.constant([8, 3]))], [variable])
+        results[name] = (variable, optimizer)
+    np.testing.assert_allclose(results["fused"][0].numpy(), results["keras"][0].numpy(), rtol=1e-6)
+    # A Keras Adam checkpoint resumes in FusedAdam: the slots are Keras' own.
+    keras_variable, keras_adam = results["keras"]
+    path = tf.train.Checkpoint(weights=keras_variable, optimizer=keras_adam).write(str(tmp_path / "adam"))
+    variable = keras.Variable(np.zeros_like(initial))
+    fused = FusedAdam(0.01, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+    fused.build([variable])
+    tf.train.Checkpoint(weights=variable, optimizer=fused).read(path).assert_consumed()
+    dense = tf.constant(rng.normal(size=(8, 3)), tf.float32)
+    keras_adam.apply([dense], [keras_variable])
+    fused.apply([dense], [variable])
+    assert int(fused.iterations.numpy()) == 4
+    np.testing.assert_allclose(variable.numpy(), keras_variable.numpy(), rtol=1e-6, atol=1e-7)
 
 
 def _numpy_statistics(labels, logits, eps):

@@ -1,7 +1,8 @@
 """The paper's training recipe on `tf.distribute` (TensorFlow only).
 
 - `LabelSmoothedCrossEntropy`, `token_statistics`: the loss and metrics.
-- `TransformerSchedule`, `paper_optimizer`: Adam and the warmup schedule.
+- `TransformerSchedule`, `paper_optimizer`, `FusedAdam`: Adam and the warmup
+  schedule.
 - `make_strategy`, `set_precision`: one device, several GPUs, several
   machines, TPUs; float32, mixed_float16, mixed_bfloat16.
 - `Trainer`: the distributed training loop, with gradient accumulation.
@@ -22,6 +23,7 @@ from keras_transformer.training.distribution import (
     set_precision,
     simulate_cpu_devices,
 )
+from keras_transformer.training.fused_adam import FusedAdam
 from keras_transformer.training.loss import LabelSmoothedCrossEntropy, token_statistics
 from keras_transformer.training.schedule import TransformerSchedule, paper_optimizer
 from keras_transformer.training.trainer import Trainer
@@ -30,6 +32,7 @@ __all__ = [
     "PRECISIONS",
     "STRATEGIES",
     "CheckpointCallback",
+    "FusedAdam",
     "LabelSmoothedCrossEntropy",
     "Trainer",
     "TransformerSchedule",

@@ -10,6 +10,8 @@ square root of the step.
 import keras
 from keras import ops
 
+from keras_transformer.training.fused_adam import FusedAdam
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
@@ -44,9 +46,10 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def paper_optimizer(config):
-    """Adam with the paper's betas, epsilon and learning-rate schedule, all
-    taken from a `TransformerConfig`."""
-    return keras.optimizers.Adam(
+    """Adam (`FusedAdam`, Keras' Adam with TensorFlow's fused update) with
+    the paper's betas, epsilon and learning-rate schedule, all taken from a
+    `TransformerConfig`."""
+    return FusedAdam(
         learning_rate=TransformerSchedule(
             config.d_model, config.warmup_steps, config.learning_rate_scale
         ),
