@@ -35,18 +35,42 @@ def timed_interleaved(runs, warmup, repeats):
     return {name: float(np.median(values)) for name, values in times.items()}
 
 
-def tf_matmul_peak(dtype="float32", sizes=(1024, 2048, 4096), repeats=10):
-    """Best FLOP/s of square matmuls in TensorFlow (the machine's peak for
-    the kernels a training step uses), over `sizes`."""
+def matmul_peak_run(framework="tensorflow", dtype="float32", sizes=(1024, 2048, 4096),
+                    seconds=0.5):
+    """`(run, flops)`: a callable that multiplies square matrices of the
+    size at which `framework` ("tensorflow" or "torch") is fastest among
+    `sizes`, about `seconds` long, and the FLOPs it does. Time `run` with
+    `timed_interleaved` among the steps it is the peak for, so that the peak
+    and the steps see the same phases of a shared machine (its speed drifts
+    by up to 30% between minutes)."""
+    square = {"tensorflow": _tf_square_matmul, "torch": _torch_square_matmul}[framework]
+    rates = {size: 2 * size**3 / timed(square(size, dtype), 2, 5) for size in sizes}
+    size = max(rates, key=rates.get)
+    count = max(1, round(seconds * rates[size] / (2 * size**3)))
+    once = square(size, dtype)
+
+    def run():
+        for _ in range(count):
+            once()
+
+    return run, count * 2 * size**3
+
+
+def _tf_square_matmul(size, dtype):
     import tensorflow as tf
 
-    best = 0.0
-    for size in sizes:
-        a = tf.Variable(tf.cast(tf.random.normal([size, size]), dtype))
-        b = tf.Variable(tf.cast(tf.random.normal([size, size]), dtype))
-        matmul = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
-        best = max(best, 2 * size**3 / timed(lambda: matmul().numpy(), 2, repeats))
-    return best
+    a = tf.Variable(tf.cast(tf.random.normal([size, size]), dtype))
+    b = tf.Variable(tf.cast(tf.random.normal([size, size]), dtype))
+    matmul = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
+    return lambda: matmul().numpy()
+
+
+def _torch_square_matmul(size, dtype):
+    import torch
+
+    torch.set_num_threads(os.cpu_count())
+    a, b = (torch.randn(size, size, dtype=getattr(torch, dtype)) for _ in range(2))
+    return lambda: float((a @ b)[0, 0])
 
 
 def training_flops(config, vocab, batch, source_length, target_length):

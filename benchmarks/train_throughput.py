@@ -8,7 +8,10 @@ machine's measured float32 matmul peak.
 
 Both run the same step: base preset (6+6 layers, d_model 512, d_ff 2048,
 8 heads, dropout 0.1), a 37,000-token shared vocabulary, label-smoothed
-cross-entropy and Adam, on the same fixed batch.
+cross-entropy and Adam, on the same fixed batch. The steps and each
+framework's matmul peak are timed in turns (one of each, then again), and
+every figure is a median over those rounds, so that a slow phase of a shared
+machine falls on all of them alike.
 """
 
 import argparse
@@ -18,7 +21,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from common import machine, tf_matmul_peak, timed, torch_transformer, training_flops  # noqa: E402
+from common import (  # noqa: E402
+    machine,
+    matmul_peak_run,
+    timed_interleaved,
+    torch_transformer,
+    training_flops,
+)
 
 
 def batch_ids(batch, length, vocab, seed=0):
@@ -28,8 +37,8 @@ def batch_ids(batch, length, vocab, seed=0):
     return source, target[:, :-1], target[:, 1:]
 
 
-def ours(config, vocab, batch, length, steps, xla=False, precision="float32"):
-    import keras
+def ours(config, vocab, batch, length, xla=False, precision="float32"):
+    """One training step of our model, as a callable."""
     import tensorflow as tf
 
     from keras_transformer.models import transformer
@@ -46,12 +55,11 @@ def ours(config, vocab, batch, length, steps, xla=False, precision="float32"):
     dataset = tf.data.Dataset.from_tensors(
         ({"source_ids": source, "target_ids": target_in}, labels)).repeat()
     iterator = iter(dataset)
-    seconds = timed(lambda: trainer.train_step(iterator)["loss"].numpy(), warmup=2, repeats=steps)
-    keras.backend.clear_session()
-    return seconds
+    return lambda: trainer.train_step(iterator)["loss"].numpy()
 
 
-def pytorch(config, vocab, batch, length, steps):
+def pytorch(config, vocab, batch, length):
+    """One training step of the `torch.nn.Transformer` model, as a callable."""
     import torch
 
     torch.set_num_threads(os.cpu_count())
@@ -69,7 +77,7 @@ def pytorch(config, vocab, batch, length, steps):
         return loss.item()
 
     model.train()
-    return timed(step, warmup=2, repeats=steps)
+    return step
 
 
 def main():
@@ -77,32 +85,44 @@ def main():
     parser.add_argument("--batch", type=int, default=32, help="sentences per batch")
     parser.add_argument("--length", type=int, default=64, help="tokens per sentence and side")
     parser.add_argument("--vocab", type=int, default=37000)
-    parser.add_argument("--steps", type=int, default=6, help="timed steps (after 2 warm-up steps)")
+    parser.add_argument("--steps", type=int, default=6, help="timed rounds (after 2 warm-up rounds)")
     args = parser.parse_args()
 
     from keras_transformer.models import BASE
 
-    peak, bf16_peak = tf_matmul_peak("float32"), tf_matmul_peak("bfloat16")
     flops = training_flops(BASE, args.vocab, args.batch, args.length, args.length)
     tokens = args.batch * args.length
-    print(f"Machine: {machine()}. Matmul peak in TensorFlow (best of 1024/2048/4096 squares): "
-          f"float32 {peak / 1e9:.0f} GFLOP/s, bfloat16 {bf16_peak / 1e9:.0f} GFLOP/s")
+    peaks = {
+        "TensorFlow float32": matmul_peak_run("tensorflow", "float32"),
+        "TensorFlow bfloat16": matmul_peak_run("tensorflow", "bfloat16"),
+        "PyTorch float32": matmul_peak_run("torch", "float32"),
+    }
+    shape = (BASE, args.vocab, args.batch, args.length)
+    steps = {  # name: (step, the peak its MFU is against)
+        "ours, float32": (ours(*shape), "TensorFlow float32"),
+        "ours, float32, --xla": (ours(*shape, xla=True), "TensorFlow float32"),
+        "ours, mixed_bfloat16": (ours(*shape, precision="mixed_bfloat16"), "TensorFlow bfloat16"),
+        "torch.nn.Transformer, float32": (pytorch(*shape), "TensorFlow float32"),
+    }
+    seconds = timed_interleaved(
+        {name: run for name, (run, _) in peaks.items()} | {name: run for name, (run, _) in steps.items()},
+        warmup=2, repeats=args.steps,
+    )
+    rate = {name: peak_flops / seconds[name] for name, (_, peak_flops) in peaks.items()}
+
+    print(f"Machine: {machine()}. Matmul peaks (best of 1024/2048/4096 squares, median over the "
+          f"rounds): " + ", ".join(f"{name} {value / 1e9:.0f} GFLOP/s" for name, value in rate.items()))
     print(f"Base model, vocabulary {args.vocab}, batch {args.batch} x {args.length} tokens per side, "
           f"{flops / 1e12:.2f} TFLOP per step (matmuls, forward and backward)\n")
-    shape = (BASE, args.vocab, args.batch, args.length, args.steps)
-    rows = [
-        ("ours, float32", ours(*shape), peak),
-        ("ours, float32, --xla", ours(*shape, xla=True), peak),
-        ("ours, mixed_bfloat16", ours(*shape, precision="mixed_bfloat16"), bf16_peak),
-        ("torch.nn.Transformer, float32", pytorch(*shape), peak),
-    ]
     print(f"{'':32s} {'s/step':>7s} {'target tok/s':>13s} {'GFLOP/s':>8s} {'MFU':>5s}")
-    for name, seconds, own_peak in rows:
-        print(f"{name:32s} {seconds:7.2f} {tokens / seconds:13.0f} {flops / seconds / 1e9:8.0f} "
-              f"{flops / seconds / own_peak:5.0%}")
-    print("\nMFU: achieved matmul FLOP/s over the measured peak of the same precision.")
-    best_float32 = min(rows[0][1], rows[1][1])
-    print(f"Ours (float32, best) / PyTorch (float32) throughput: {rows[3][1] / best_float32:.2f}x")
+    for name, (_, peak) in steps.items():
+        print(f"{name:32s} {seconds[name]:7.2f} {tokens / seconds[name]:13.0f} "
+              f"{flops / seconds[name] / 1e9:8.0f} {flops / seconds[name] / rate[peak]:5.0%}")
+    print("\nMFU: achieved matmul FLOP/s over TensorFlow's matmul peak of the same precision.")
+    torch_step = seconds["torch.nn.Transformer, float32"]
+    print(f"PyTorch against its own float32 matmul peak: {flops / torch_step / rate['PyTorch float32']:.0%}")
+    best_float32 = min(seconds["ours, float32"], seconds["ours, float32, --xla"])
+    print(f"Ours (float32, best) / PyTorch (float32) throughput: {torch_step / best_float32:.2f}x")
 
 
 if __name__ == "__main__":
