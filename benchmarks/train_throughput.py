@@ -110,8 +110,9 @@ def main():
     )
     rate = {name: peak_flops / seconds[name] for name, (_, peak_flops) in peaks.items()}
 
-    print(f"Machine: {machine()}. Matmul peaks (best of 1024/2048/4096 squares, median over the "
-          f"rounds): " + ", ".join(f"{name} {value / 1e9:.0f} GFLOP/s" for name, value in rate.items()))
+    print(f"Machine: {machine()}. Matmul peaks (squares of the fastest of 1024/2048/4096, "
+          f"median over the rounds): "
+          + ", ".join(f"{name} {value / 1e9:.0f} GFLOP/s" for name, value in rate.items()))
     print(f"Base model, vocabulary {args.vocab}, batch {args.batch} x {args.length} tokens per side, "
           f"{flops / 1e12:.2f} TFLOP per step (matmuls, forward and backward)\n")
     print(f"{'':32s} {'s/step':>7s} {'target tok/s':>13s} {'GFLOP/s':>8s} {'MFU':>5s}")
