@@ -44,10 +44,11 @@ def matmul_peak_run(framework="tensorflow", dtype="float32", sizes=(1024, 2048, 
     and the steps see the same phases of a shared machine (its speed drifts
     by up to 30% between minutes)."""
     square = {"tensorflow": _tf_square_matmul, "torch": _torch_square_matmul}[framework]
-    rates = {size: 2 * size**3 / timed(square(size, dtype), 2, 5) for size in sizes}
+    matmuls = {size: square(size, dtype) for size in sizes}
+    rates = {size: 2 * size**3 / timed(matmul, 2, 5) for size, matmul in matmuls.items()}
     size = max(rates, key=rates.get)
     count = max(1, round(seconds * rates[size] / (2 * size**3)))
-    once = square(size, dtype)
+    once = matmuls[size]
 
     def run():
         for _ in range(count):
