@@ -7,9 +7,15 @@
         --dataset wmt14_translate/de-en --source-language en --target-language de \\
         --strategy mirrored --precision mixed_float16
 
+    python examples/train.py --output runs/opus-finetuned --init-from runs/opus-de-en \
+        --dataset ding --steps 2000 --batch-tokens 4096
+
 Writes the tokenizer, checkpoints, TensorBoard logs, model.keras and
 averaged.keras to --output (see keras_transformer/training/run.py). Run the
-same command again to resume a stopped run.
+same command again to resume a stopped run. --init-from fine-tunes an earlier
+run or an imported pretrained model (examples/import_pretrained.py): its
+weights, tokenizer and config, with a short warmup to a low peak learning
+rate (keras_transformer.training.fine_tuning_recipe).
 """
 
 import argparse
@@ -37,6 +43,9 @@ def parser():
                       help="SentencePiece vocabulary (the paper: about 37000 for EN-DE)")
     model = p.add_argument_group("model and recipe")
     model.add_argument("--preset", choices=sorted(PRESETS), default=RunOptions.preset)
+    model.add_argument("--init-from", metavar="RUN",
+                       help="fine-tune the model of this run or imported folder (replaces "
+                            "--preset and --vocab-size)")
     model.add_argument("--set", dest="overrides", action="append", default=[],
                        metavar="FIELD=VALUE", help="override a TransformerConfig field (repeatable)")
     model.add_argument("--steps", type=int, help="updates (default: the preset's train_steps)")
@@ -63,7 +72,7 @@ def parser():
 
 def options_from(args):
     return RunOptions(
-        output_dir=args.output, dataset=args.dataset, source_language=args.source_language,
+        output_dir=args.output, init_from=args.init_from, dataset=args.dataset, source_language=args.source_language,
         target_language=args.target_language, data_dir=args.data_dir, ding_path=args.ding_path,
         preset=args.preset, overrides=TransformerConfig.parse_overrides(args.overrides),
         vocab_size=args.vocab_size, strategy=args.strategy, precision=args.precision,

@@ -11,8 +11,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_transformer.data.tokenizer import BOS_ID, EOS_ID  # noqa: E402
-
 
 def plot_training_curves(metrics_path, output_path):
     """Training and validation loss (label-smoothed, per token) and validation
@@ -53,15 +51,15 @@ def plot_attention(model, tokenizer, source, translation, output_path, layer=-1,
     attention (translation over source); columns: the chosen heads (default:
     all, up to 8). Darker means more weight.
     """
-    source_ids = list(tokenizer.tokenize(tf.constant([source]))[0].numpy()) + [EOS_ID]
-    target_ids = list(tokenizer.tokenize(tf.constant([translation]))[0].numpy())
-    target_in = [BOS_ID] + target_ids
+    source_ids = list(tokenizer.tokenize(tf.constant([source]))[0].numpy()) + [tokenizer.eos_id]
+    target_ids = list(tokenizer.tokenize_target(tf.constant([translation]))[0].numpy())
+    target_in = [tokenizer.bos_id] + target_ids
     weights = model.attention_weights(np.array([source_ids], "int32"), np.array([target_in], "int32"))
     heads = list(range(min(model.config.num_heads, 8))) if heads is None else list(heads)
     if not heads or not all(0 <= head < model.config.num_heads for head in heads):
         raise ValueError(f"heads must be indexes in [0, {model.config.num_heads}), got {heads}.")
     source_labels = tokenizer.pieces(source_ids[:-1]) + ["</s>"]
-    target_labels = ["<s>"] + tokenizer.pieces(target_ids)
+    target_labels = ["<s>"] + tokenizer.target_pieces(target_ids)
     kinds = [("encoder_self", "encoder self-attention", source_labels, source_labels),
              ("decoder_self", "decoder self-attention", target_labels, target_labels),
              ("cross", "encoder-decoder attention", target_labels, source_labels)]

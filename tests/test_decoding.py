@@ -92,8 +92,8 @@ def _exhaustive(model, source, max_length, alpha):
             sequence = list(body) + [EOS_ID]
             target_in = np.array([[2] + sequence[:-1]], "int32")
             logits = model({"source_ids": source[None], "target_ids": target_in}).numpy()[0]
-            logits[:, [0, 2]] = -np.inf
             log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(-1, keepdims=True)
+            log_probs[:, [0, 2]] = -np.inf  # banned after the softmax, as fairseq and HF do
             total = sum(log_probs[i, t] for i, t in enumerate(sequence))
             best.append((total / ((5 + length) / 6) ** alpha, sequence))
     return max(best)

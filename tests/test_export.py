@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import processes
+from helpers.processes import FRESH_TEXT_PROCESS, ONNX_ONLY_PROCESS
 from keras_transformer.data import Tokenizer, train_tokenizer
 from keras_transformer.decoding import Translator, beam_search, greedy_search
 from keras_transformer.export import OnnxSearch, OnnxTranslator, export_run
@@ -58,20 +59,6 @@ def exported(run_dir, tmp_path_factory):
 def reference(run_dir):
     model = keras.models.load_model(run_dir / "model.keras", safe_mode=True)
     return model, Tokenizer(str(run_dir / "tokenizer.model"))
-
-
-FRESH_TEXT_PROCESS = """
-import json, sys
-import tensorflow as tf
-import tensorflow_text  # registers the SentencePiece ops
-model = tf.saved_model.load(sys.argv[1])
-default = model.signatures["serving_default"](text=tf.constant(json.loads(sys.argv[2])))
-n_best = model.signatures["translate"](text=tf.constant(json.loads(sys.argv[2])),
-    beam_size=tf.constant(3), alpha=tf.constant(0.6), decode_margin=tf.constant(6))
-assert not any(name.startswith("keras_transformer") for name in sys.modules)
-print(json.dumps({"default": [t.decode() for t in default["translations"].numpy()],
-                  "n_best": [[t.decode() for t in row] for row in n_best["translations"].numpy()]}))
-"""
 
 
 def test_saved_model_in_a_fresh_process_translates_like_the_translator(exported, reference):
@@ -150,15 +137,6 @@ def test_onnxruntime_search_matches_the_tensorflow_search(exported, reference):
     np.testing.assert_allclose(beam_scores, expected.scores.numpy(), atol=1e-4)
     assert OnnxTranslator(str(exported / "onnx")).translate(SENTENCES) == \
         Translator(model, tokenizer).translate(SENTENCES)
-
-
-ONNX_ONLY_PROCESS = """
-import json, sys
-from keras_transformer.export import OnnxTranslator
-translations = OnnxTranslator(sys.argv[1]).translate(json.loads(sys.argv[2]))
-print(json.dumps({"translations": translations,
-                  "loaded": sorted({"tensorflow", "keras"} & set(sys.modules))}))
-"""
 
 
 def test_onnx_translator_runs_without_tensorflow(exported, reference):

@@ -1,7 +1,8 @@
 """Parallel text in, batches of token ids out (TensorFlow only).
 
 - `corpus(name)`: TFDS translation datasets, the Ding dictionary, local files.
-- `train_tokenizer`, `Tokenizer`: the shared SentencePiece vocabulary.
+- `train_tokenizer`, `Tokenizer`: the shared SentencePiece vocabulary;
+  `load_tokenizer`: a run folder's tokenizer, ours or an imported model's.
 - `encode_pairs`, `length_report`, `token_batches`: ids, length filtering
   (counted, never silent) and token-budget batching by length buckets.
 """
@@ -22,6 +23,7 @@ from keras_transformer.data.tokenizer import (
     PAD_ID,
     UNK_ID,
     Tokenizer,
+    load_tokenizer,
     train_tokenizer,
 )
 
@@ -37,6 +39,7 @@ __all__ = [
     "bucket_boundaries",
     "corpus",
     "encode_pairs",
+    "load_tokenizer",
     "length_filter",
     "length_report",
     "token_batches",

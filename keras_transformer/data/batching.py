@@ -14,23 +14,23 @@ import dataclasses
 
 import tensorflow as tf
 
-from keras_transformer.data.tokenizer import BOS_ID, EOS_ID
 
 
 def encode_pairs(pairs, tokenizer):
     """`(source, target)` strings -> `(source_ids, target_ids, labels)`.
 
     `source_ids` is the source and an end id; `target_ids` (the decoder
-    input) is a start id and the target; `labels` is the target and an end id.
+    input) is a start id and the target; `labels` is the target and an end id
+    (the tokenizer's special ids).
     """
 
     def encode(source, target):
         source_ids = tokenizer.tokenize(source)
-        target_ids = tokenizer.tokenize(target)
+        target_ids = tokenizer.tokenize_target(target)
         return (
-            tf.concat([source_ids, [EOS_ID]], 0),
-            tf.concat([[BOS_ID], target_ids], 0),
-            tf.concat([target_ids, [EOS_ID]], 0),
+            tf.concat([source_ids, [tokenizer.eos_id]], 0),
+            tf.concat([[tokenizer.bos_id], target_ids], 0),
+            tf.concat([target_ids, [tokenizer.eos_id]], 0),
         )
 
     return pairs.map(encode, num_parallel_calls=tf.data.AUTOTUNE)
@@ -94,7 +94,7 @@ def bucket_boundaries(max_length, growth=1.1):
 
 
 def token_batches(encoded, batch_tokens, max_length, batch_multiple=1,
-                  shuffle_buffer=0, seed=None):
+                  shuffle_buffer=0, seed=None, pad_id=0):
     """Groups encoded pairs into padded batches of about `batch_tokens` tokens.
 
     Pairs are bucketed by source length and target length; a bucket's batch
@@ -107,7 +107,8 @@ def token_batches(encoded, batch_tokens, max_length, batch_multiple=1,
     never meets one; evaluation tolerates them).
 
     Returns:
-        A dataset of `({"source_ids", "target_ids"}, labels)`, int32, 0-padded.
+        A dataset of `({"source_ids", "target_ids"}, labels)`, int32, padded
+        with `pad_id` (the model config's).
     """
     if batch_tokens < max_length * batch_multiple:
         raise ValueError(
@@ -127,7 +128,8 @@ def token_batches(encoded, batch_tokens, max_length, batch_multiple=1,
         return tf.cast(bucket(tf.size(source_ids)) * buckets + bucket(tf.size(labels)), tf.int64)
 
     def batch(bucket_key, pairs):
-        return pairs.padded_batch(tf.cast(tf.gather(sizes, bucket_key), tf.int64))
+        return pairs.padded_batch(tf.cast(tf.gather(sizes, bucket_key), tf.int64),
+                                  padding_values=pad_id)
 
     encoded = length_filter(encoded, max_length)
     if shuffle_buffer:

@@ -2,6 +2,15 @@
 BPE trained on both languages with the `sentencepiece` package, applied inside
 the TensorFlow graph by `tensorflow_text.SentencepieceTokenizer`, so that the
 same model file tokenises training data and the exported SavedModel's input.
+
+Every tokenizer the package uses (this one, and the imported models' in
+`keras_transformer.pretrained`) offers the same interface: `tokenize` and
+`tokenize_target` (strings -> ragged ids, no special tokens), `detokenize`
+(target ids -> strings), `pieces` and `target_pieces`, `save(directory)`, the special ids `pad_id`,
+`unk_id`, `bos_id` (the decoder's start token) and `eos_id`, and
+`vocab_size` / `target_vocab_size`, and `in_graph`: whether it runs as
+TensorFlow ops that a SavedModel can hold (fairseq's Moses tokenization
+cannot). `load_tokenizer(directory)` opens the one a run folder holds.
 """
 
 import os
@@ -60,6 +69,35 @@ def train_tokenizer(texts, model_path, vocab_size, max_sentences=2_000_000,
     return Tokenizer(model_path)
 
 
+MODEL_FILE = "tokenizer.model"
+
+
+def load_tokenizer(directory):
+    """The tokenizer of a run folder: ours (`tokenizer.model`), or an imported
+    model's (Marian: `vocab.json`, `source.spm`, `target.spm`; FSMT:
+    `vocab-src.json`, `vocab-tgt.json`, `merges.txt`).
+
+    Raises:
+        ValueError: the folder holds no tokenizer this package can read.
+    """
+    directory = os.fspath(directory)
+    if tf.io.gfile.exists(os.path.join(directory, MODEL_FILE)):
+        return Tokenizer(os.path.join(directory, MODEL_FILE))
+    if tf.io.gfile.exists(os.path.join(directory, "vocab.json")):
+        from keras_transformer.pretrained.marian_tokenizer import MarianTokenizer
+
+        return MarianTokenizer.from_directory(directory)
+    if tf.io.gfile.exists(os.path.join(directory, "vocab-src.json")):
+        from keras_transformer.pretrained.fsmt_tokenizer import FsmtTokenizer
+
+        return FsmtTokenizer.from_directory(directory)
+    raise ValueError(
+        f"No tokenizer in {directory!r}: expected {MODEL_FILE} (trained by "
+        "examples/train.py), or an imported model's vocab.json, source.spm and "
+        "target.spm (Marian) or vocab-src.json, vocab-tgt.json and merges.txt (FSMT)."
+    )
+
+
 class Tokenizer(tf.Module):
     """SentencePiece tokenisation as TensorFlow ops (tf-text).
 
@@ -74,6 +112,8 @@ class Tokenizer(tf.Module):
     Raises:
         ValueError: the file is missing or is not a SentencePiece model.
     """
+
+    in_graph = True
 
     def __init__(self, model):
         super().__init__(name="tokenizer")
@@ -93,7 +133,8 @@ class Tokenizer(tf.Module):
                 "with keras_transformer.data.train_tokenizer."
             )
         self.model_proto = model
-        self.vocab_size = processor.vocab_size()
+        self.vocab_size = self.target_vocab_size = processor.vocab_size()
+        self.pad_id, self.unk_id, self.bos_id, self.eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
         self._processor = processor
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32)
 
@@ -101,9 +142,22 @@ class Tokenizer(tf.Module):
         """Strings `(batch,)` -> ragged int32 ids `(batch, None)`, no specials."""
         return self._sentencepiece.tokenize(texts)
 
+    def tokenize_target(self, texts):
+        """The same as `tokenize`: the vocabulary is shared by both languages."""
+        return self.tokenize(texts)
+
+    def save(self, directory):
+        """Writes `tokenizer.model` into `directory` (a run or export folder)."""
+        with tf.io.gfile.GFile(os.path.join(directory, MODEL_FILE), "wb") as file:
+            file.write(self.model_proto)
+
     def pieces(self, ids):
         """The subword strings of some ids (for display)."""
         return [self._processor.id_to_piece(int(i)) for i in ids]
+
+    def target_pieces(self, ids):
+        """The same as `pieces`: one vocabulary serves both languages."""
+        return self.pieces(ids)
 
     def detokenize(self, ids):
         """Ids `(batch, length)` (dense or ragged) -> strings.

@@ -15,14 +15,17 @@ Beam search follows fairseq and Hugging Face: at each step the 2K best
 extensions are ranked by log-probability; those ending in the end token and
 ranking in the top K join the finished hypotheses (scored with the GNMT
 length penalty), the K best others stay alive; a sentence is done once it
-has K finished hypotheses. With K = 1 this is exactly greedy search.
+has K finished hypotheses. With K = 1 this is exactly greedy search. As in
+both, the padding and start tokens are banned after the softmax (their
+probability is not spread over the other tokens), so that log-probabilities
+of imported models equal the reference implementations'.
+
+The special ids (padding, start, end) are the model config's.
 """
 
 import dataclasses
 
 import tensorflow as tf
-
-from keras_transformer.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 _NEG_INF = -1e9
 
@@ -42,7 +45,8 @@ class SearchResult:
 
     Attributes:
         tokens: int32 `(batch, n_best, length)`, best first, each ending with
-            the end token and 0-padded after it (no start token).
+            the end token and padded with the model's pad id after it (no
+            start token).
         scores: float32 `(batch, n_best)`: log-probability divided by the
             length penalty.
         log_probs: float32 `(batch, n_best)`: plain log-probabilities.
@@ -60,7 +64,8 @@ def output_limits(source_ids, model, decode_margin=None, max_output_length=None)
     config = model.config
     margin = config.decode_margin if decode_margin is None else decode_margin
     cap = config.max_length if max_output_length is None else max_output_length
-    real = tf.reduce_sum(tf.cast((source_ids != PAD_ID) & (source_ids != EOS_ID), tf.int32), axis=1)
+    real = tf.reduce_sum(tf.cast((source_ids != config.pad_id) & (source_ids != config.eos_id),
+                                 tf.int32), axis=1)
     return tf.minimum(real + margin, cap)
 
 
@@ -71,6 +76,10 @@ class _Decoder:
     def __init__(self, model, source_ids, copies, length, use_cache):
         self.model = model
         self.use_cache = use_cache
+        config = model.config
+        # The start token is banned unless it is also the end token (fairseq).
+        banned = {config.pad_id, config.decoder_start_id} - {config.eos_id}
+        self.banned = tf.reduce_max(tf.one_hot(sorted(banned), model.target_vocab_size), axis=0) > 0
         encoder_output = model.encode(source_ids, training=False)
         if use_cache:
             self.state = model.initial_cache(encoder_output, source_ids, length, copies)
@@ -81,16 +90,13 @@ class _Decoder:
 
     def log_probs(self, tokens, step, state):
         """`tokens` `(rows, length + 1)` holds each prefix; returns the
-        log-probabilities of token `step + 1`, PAD and BOS excluded."""
+        log-probabilities of token `step + 1`, padding and start banned."""
         if self.use_cache:
             logits, state = self.model.decode_step(tokens[:, step:step + 1], step, state)
         else:
             logits = self.model.decode(tokens[:, :step + 1], state["encoder_output"], self.source_ids)
-        logits = tf.cast(logits[:, -1], tf.float32)
-        vocab = tf.shape(logits)[-1]
-        banned = tf.reduce_max(tf.one_hot([PAD_ID, BOS_ID], vocab), axis=0) > 0
-        logits = tf.where(banned[None], _NEG_INF, logits)
-        return tf.nn.log_softmax(logits), state
+        log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32))
+        return tf.where(self.banned[None], _NEG_INF, log_probs), state
 
     def reorder(self, state, rows):
         """Keeps the self-attention caches of hypotheses `rows`."""
@@ -121,23 +127,26 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
     Returns:
         A `SearchResult` with one hypothesis per sentence.
     """
-    alpha = model.config.length_penalty if alpha is None else alpha
+    config = model.config
+    alpha = config.length_penalty if alpha is None else alpha
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     batch = tf.shape(source_ids)[0]
     limits = output_limits(source_ids, model, decode_margin, max_output_length)
     length = tf.reduce_max(limits)
     decoder = _Decoder(model, source_ids, 1, length, use_cache)
-    tokens = tf.concat([tf.fill([batch, 1], BOS_ID), tf.zeros([batch, length], tf.int32)], axis=1)
+    tokens = tf.concat([tf.fill([batch, 1], config.decoder_start_id),
+                        tf.fill([batch, length], config.pad_id)], axis=1)
 
     def body(step, tokens, log_prob, finished, state):
         log_probs, state = decoder.log_probs(tokens, step, state)
-        forced = (step + 1 >= limits)[:, None] & (tf.range(tf.shape(log_probs)[1]) != EOS_ID)[None]
+        forced = ((step + 1 >= limits)[:, None]
+                  & (tf.range(tf.shape(log_probs)[1]) != config.eos_id)[None])
         choice = tf.argmax(tf.where(forced, _NEG_INF, log_probs), axis=-1, output_type=tf.int32)
         chosen = tf.gather(log_probs, choice, batch_dims=1)
-        choice = tf.where(finished, PAD_ID, choice)
+        choice = tf.where(finished, config.pad_id, choice)
         log_prob += tf.where(finished, 0.0, chosen)
         tokens = _write(tokens, step + 1, choice)
-        return step + 1, tokens, log_prob, finished | (choice == EOS_ID), state
+        return step + 1, tokens, log_prob, finished | (choice == config.eos_id), state
 
     _, tokens, log_prob, _, _ = tf.while_loop(
         lambda step, tokens, log_prob, finished, state: ~tf.reduce_all(finished),
@@ -146,7 +155,7 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
         maximum_iterations=length,
     )
     tokens = tokens[:, 1:]
-    lengths = tf.reduce_sum(tf.cast(tokens != PAD_ID, tf.int32), axis=1)
+    lengths = tf.reduce_sum(tf.cast(tokens != config.pad_id, tf.int32), axis=1)
     scores = log_prob / length_penalty(lengths, alpha)
     return SearchResult(tokens[:, None], scores[:, None], log_prob[:, None])
 
@@ -178,8 +187,9 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     vocab = model.target_vocab_size
     # At the start all K beams hold the same prefix: keep only one alive.
     alive_log_probs = tf.tile(tf.concat([[0.0], tf.fill([k - 1], _NEG_INF)], 0)[None], [batch, 1])
-    alive = tf.concat([tf.fill([batch, k, 1], BOS_ID), tf.zeros([batch, k, length], tf.int32)], axis=2)
-    finished = tf.zeros([batch, k, length + 1], tf.int32)
+    alive = tf.concat([tf.fill([batch, k, 1], config.decoder_start_id),
+                       tf.fill([batch, k, length], config.pad_id)], axis=2)
+    finished = tf.fill([batch, k, length + 1], config.pad_id)
     finished_scores = tf.fill([batch, k], _NEG_INF)
     finished_log_probs = tf.fill([batch, k], _NEG_INF)
     finished_count = tf.zeros([batch], tf.int32)
@@ -190,12 +200,12 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
         log_probs, state = decoder.log_probs(tf.reshape(alive, [batch * k, -1]), step, state)
         log_probs = tf.reshape(log_probs, [batch, k, vocab])
         at_limit = (step + 1 >= limits)[:, None, None]
-        log_probs = tf.where(at_limit & (tf.range(vocab) != EOS_ID), _NEG_INF, log_probs)
+        log_probs = tf.where(at_limit & (tf.range(vocab) != config.eos_id), _NEG_INF, log_probs)
         candidates = tf.reshape(alive_log_probs[:, :, None] + log_probs, [batch, k * vocab])
         top_log_probs, top_ids = tf.math.top_k(candidates, k=2 * k)
         top_beams, top_tokens = top_ids // vocab, top_ids % vocab
         top_sequences = _write(tf.gather(alive, top_beams, batch_dims=1), step + 1, top_tokens)
-        is_end = tf.equal(top_tokens, EOS_ID)
+        is_end = tf.equal(top_tokens, config.eos_id)
         done = finished_count >= k
 
         # Finished: end tokens ranked in the top K, merged with those so far.

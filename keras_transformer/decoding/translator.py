@@ -18,7 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.data.tokenizer import EOS_ID, Tokenizer
+from keras_transformer.data.tokenizer import load_tokenizer
 from keras_transformer.decoding.search import beam_search
 from keras_transformer.models import Transformer
 
@@ -31,12 +31,12 @@ def max_source_tokens(model):
 
 
 def encode_sources(tokenizer, texts, max_tokens):
-    """Strings -> 0-padded source ids ending in the end token, cut to
+    """Strings -> padded source ids ending in the end token, cut to
     `max_tokens`; and a mask of the blank ones."""
     ids = tokenizer.tokenize(texts)[:, :max_tokens]
     blank = ids.row_lengths() == 0
-    with_end = tf.concat([ids, tf.fill([ids.nrows(), 1], EOS_ID)], axis=1)
-    return with_end.to_tensor(), blank
+    with_end = tf.concat([ids, tf.fill([ids.nrows(), 1], tokenizer.eos_id)], axis=1)
+    return with_end.to_tensor(default_value=tokenizer.pad_id), blank
 
 
 def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use_cache=True):
@@ -66,7 +66,7 @@ class Translator:
 
     Args:
         model: a `Transformer`.
-        tokenizer: its `Tokenizer`.
+        tokenizer: its tokenizer (a `Tokenizer`, or an imported model's).
         beam_size, alpha, decode_margin: default to the model config's
             (the paper's 4, 0.6 and 50). `beam_size=1` is greedy search.
         batch_size: sentences per search; sentences are grouped by length.
@@ -102,8 +102,8 @@ class Translator:
 
     @classmethod
     def from_directory(cls, directory, model_file=None, **options):
-        """Loads a training output folder: `averaged.keras` if present, else
-        `model.keras` (or `model_file`), and `tokenizer.model`."""
+        """Loads a training (or import) output folder: `averaged.keras` if
+        present, else `model.keras` (or `model_file`), and its tokenizer."""
         return cls(*load_model_and_tokenizer(directory, model_file), **options)
 
     def translate(self, sentences, n_best=None, progress=False):
@@ -155,5 +155,4 @@ def load_model_and_tokenizer(directory, model_file=None):
         raise ValueError(f"Cannot load the model {path!r}: {error}") from None
     if not isinstance(model, Transformer):
         raise ValueError(f"{path!r} holds a {type(model).__name__}, not a keras_transformer Transformer.")
-    tokenizer = Tokenizer(os.path.join(directory, "tokenizer.model"))
-    return model, tokenizer
+    return model, load_tokenizer(directory)

@@ -3,11 +3,12 @@ only then moves it into place.
 
 Layout of an export folder:
     model.keras            the Keras model (load with safe_mode=True)
-    tokenizer.model        the SentencePiece model (and tokenizer.vocab)
+    tokenizer files        the run's: tokenizer.model (ours), or an imported
+                           Marian model's vocab.json, source.spm, target.spm
     saved_model/           text in, text out, and the id signatures (needs TF Text ops)
     saved_model_core/      the id signatures only, core TF ops (stock TF Serving)
     onnx/                  forward.onnx, encoder.onnx, decoder_step.onnx,
-                           config.json and tokenizer.model, for onnxruntime
+                           config.json and the tokenizer files, for onnxruntime
     export.json            what was exported and what the checks measured
 
 Everything is written to a temporary folder next to the destination; a
@@ -25,7 +26,7 @@ import numpy as np
 import onnxruntime
 import tensorflow as tf
 
-from keras_transformer.data import BOS_ID, Tokenizer
+from keras_transformer.data import load_tokenizer
 from keras_transformer.decoding import Translator, beam_search, load_model_and_tokenizer
 from keras_transformer.decoding.translator import encode_sources, max_source_tokens
 from keras_transformer.export import onnx_graphs, saved_model
@@ -45,12 +46,13 @@ def load_for_export(run_dir, model_file=None, checkpoint=None):
     if checkpoint is None:
         trained, tokenizer = load_model_and_tokenizer(run_dir, model_file)
     else:
-        tokenizer = Tokenizer(os.path.join(run_dir, "tokenizer.model"))
+        tokenizer = load_tokenizer(run_dir)
         config_path = os.path.join(run_dir, "config.json")
         if not os.path.isfile(config_path):
             raise FileNotFoundError(f"{config_path} is missing; it describes the checkpoint's model.")
         with open(config_path) as file:
-            trained = transformer(TransformerConfig.from_json(file.read()), tokenizer.vocab_size)
+            trained = transformer(TransformerConfig.from_json(file.read()), tokenizer.vocab_size,
+                                  tokenizer.target_vocab_size)
         try:
             tf.train.Checkpoint(model=trained).restore(checkpoint).expect_partial() \
                 .assert_existing_objects_matched()
@@ -81,6 +83,9 @@ def onnx_config(model):
         "beam_size": config.beam_size,
         "length_penalty": config.length_penalty,
         "decode_margin": config.decode_margin,
+        "pad_id": config.pad_id,
+        "decoder_start_id": config.decoder_start_id,
+        "eos_id": config.eos_id,
     }
 
 
@@ -90,7 +95,8 @@ def _check_ids(tokenizer, model):
     texts = tf.constant([s for s in CHECK_SENTENCES if s])
     source, _ = encode_sources(tokenizer, texts, max_source_tokens(model))
     ids = tokenizer.tokenize(texts)[:, :max_source_tokens(model)]
-    target = tf.concat([tf.fill([ids.nrows(), 1], BOS_ID), ids], axis=1).to_tensor()
+    target = tf.concat([tf.fill([ids.nrows(), 1], tokenizer.bos_id), ids], axis=1).to_tensor(
+        default_value=tokenizer.pad_id)
     return source.numpy(), target.numpy()
 
 
@@ -114,7 +120,7 @@ def export_run(run_dir, output_dir, formats=FORMATS, model_file=None, checkpoint
     os.makedirs(parent, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix=".export-", dir=parent)
     try:
-        report = _write_and_check(model, tokenizer, run_dir, scratch, formats)
+        report = _write_and_check(model, tokenizer, scratch, formats)
         with open(os.path.join(scratch, "export.json"), "w") as file:
             json.dump(report, file, indent=2)
         if os.path.exists(output_dir):
@@ -126,10 +132,8 @@ def export_run(run_dir, output_dir, formats=FORMATS, model_file=None, checkpoint
     return report
 
 
-def _write_and_check(model, tokenizer, run_dir, folder, formats):
-    for name in ("tokenizer.model", "tokenizer.vocab"):
-        if os.path.exists(os.path.join(run_dir, name)):
-            shutil.copy(os.path.join(run_dir, name), folder)
+def _write_and_check(model, tokenizer, folder, formats):
+    tokenizer.save(folder)
     source, target = _check_ids(tokenizer, model)
     inputs = {"source_ids": source, "target_ids": target}
     expected_logits = model(inputs).numpy()
@@ -147,12 +151,18 @@ def _write_and_check(model, tokenizer, run_dir, folder, formats):
         report["formats"]["keras"] = {"path": "model.keras", "max_logit_difference": difference}
 
     if "saved_model" in formats:
-        text_path = saved_model.save(model, os.path.join(folder, "saved_model"), tokenizer)
         core_path = saved_model.save(model, os.path.join(folder, "saved_model_core"))
-        text = tf.saved_model.load(text_path).signatures["serving_default"](
-            text=tf.constant(list(CHECK_SENTENCES)))
-        translations = [t.decode() for t in text["translations"].numpy()]
-        _require(translations == expected_text, "the SavedModel translated differently from the Translator")
+        paths = ["saved_model_core"]
+        # A tokenizer that is not TensorFlow ops (FSMT's Moses tokenization)
+        # cannot go into a SavedModel: such models serve ids only.
+        if tokenizer.in_graph:
+            text_path = saved_model.save(model, os.path.join(folder, "saved_model"), tokenizer)
+            text = tf.saved_model.load(text_path).signatures["serving_default"](
+                text=tf.constant(list(CHECK_SENTENCES)))
+            translations = [t.decode() for t in text["translations"].numpy()]
+            _require(translations == expected_text,
+                     "the SavedModel translated differently from the Translator")
+            paths.insert(0, "saved_model")
         core = tf.saved_model.load(core_path).signatures["search_ids"](
             source_ids=tf.constant(source), beam_size=tf.constant(model.config.beam_size),
             alpha=tf.constant(float(model.config.length_penalty)),
@@ -160,10 +170,10 @@ def _write_and_check(model, tokenizer, run_dir, folder, formats):
         _require(np.array_equal(core["target_ids"].numpy(), expected_search.tokens.numpy()),
                  "the core SavedModel's search_ids differs from the in-process beam search")
         report["formats"]["saved_model"] = {
-            "paths": ["saved_model", "saved_model_core"],
-            "signatures": {"saved_model": saved_model.signature_names(text=True),
-                           "saved_model_core": saved_model.signature_names(text=False)},
-            "translations_match": True, "search_ids_match": True,
+            "paths": paths,
+            "signatures": {path: saved_model.signature_names(text=path == "saved_model")
+                           for path in paths},
+            "translations_match": tokenizer.in_graph, "search_ids_match": True,
         }
 
     if "onnx" in formats:
@@ -171,7 +181,7 @@ def _write_and_check(model, tokenizer, run_dir, folder, formats):
         onnx_graphs.export(model, directory)
         with open(os.path.join(directory, CONFIG_FILE), "w") as file:
             json.dump(onnx_config(model), file, indent=2)
-        shutil.copy(os.path.join(run_dir, "tokenizer.model"), directory)
+        tokenizer.save(directory)
         runner = OnnxSearch(directory)
         forward = onnxruntime.InferenceSession(os.path.join(directory, "forward.onnx"))
         logits = forward.run(None, {"source_ids": source, "target_ids": target})[0]

@@ -22,7 +22,6 @@ import os
 import tensorflow as tf
 import tf2onnx
 
-from keras_transformer.models import PAD_ID
 
 OPSET = 17
 
@@ -75,7 +74,7 @@ def decoder_step_function(model):
 
     def decoder_step(target_ids, step, source_ids, *caches):
         groups = [list(caches[i * layers:(i + 1) * layers]) for i in range(4)]
-        cache = {"source_padding": tf.not_equal(source_ids, PAD_ID), "cross_keys": groups[0],
+        cache = {"source_padding": tf.not_equal(source_ids, config.pad_id), "cross_keys": groups[0],
                  "cross_values": groups[1], "self_keys": groups[2], "self_values": groups[3]}
         logits, cache = model.decode_step(target_ids, step, cache)
         outputs = {"logits": logits[:, 0]}

@@ -1,6 +1,6 @@
 """Greedy and beam search over the exported ONNX graphs with onnxruntime and
-NumPy, and text in / text out with the `sentencepiece` package: translation
-without TensorFlow.
+NumPy, and text in / text out with the `sentencepiece` package (and, for an
+imported Marian model, its vocabulary): translation without TensorFlow.
 
 The search is the same as `keras_transformer.decoding.beam_search` (same
 rules, same tie-breaking: the lower index first), written again in NumPy
@@ -19,7 +19,7 @@ import numpy as np
 import onnxruntime
 import sentencepiece
 
-from keras_transformer.special_ids import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer import special_ids
 
 _NEG_INF = np.float32(-1e9)
 CONFIG_FILE = "config.json"
@@ -50,11 +50,15 @@ class OnnxSearch:
         self.decoder_step = onnxruntime.InferenceSession(
             os.path.join(directory, "decoder_step.onnx"), options)
         self.layers = self.config["num_decoder_layers"]
+        # Exports made before the special ids were configurable use ours.
+        self.pad_id = self.config.get("pad_id", special_ids.PAD_ID)
+        self.start_id = self.config.get("decoder_start_id", special_ids.BOS_ID)
+        self.eos_id = self.config.get("eos_id", special_ids.EOS_ID)
 
     def limits(self, source_ids, decode_margin=None, max_output_length=None):
         margin = self.config["decode_margin"] if decode_margin is None else decode_margin
         cap = self.config["max_length"] if max_output_length is None else max_output_length
-        real = np.sum((source_ids != PAD_ID) & (source_ids != EOS_ID), axis=1)
+        real = np.sum((source_ids != self.pad_id) & (source_ids != self.eos_id), axis=1)
         return np.minimum(real + margin, cap)
 
     def greedy(self, source_ids, alpha=None, **limits):
@@ -84,8 +88,8 @@ class OnnxSearch:
                 feeds[f"self_{kind}_{i}"] = np.zeros(
                     (batch * k, self.config["num_heads"], length, dim), np.float32)
 
-        alive = np.zeros((batch, k, length + 1), np.int32)
-        alive[:, :, 0] = BOS_ID
+        alive = np.full((batch, k, length + 1), self.pad_id, np.int32)
+        alive[:, :, 0] = self.start_id
         alive_log_probs = np.full((batch, k), _NEG_INF, np.float32)
         alive_log_probs[:, 0] = 0.0
         finished = np.zeros_like(alive)
@@ -93,7 +97,7 @@ class OnnxSearch:
         finished_log_probs = np.full((batch, k), _NEG_INF, np.float32)
         finished_count = np.zeros(batch, np.int64)
         banned = np.zeros(vocab, bool)
-        banned[[PAD_ID, BOS_ID]] = True
+        banned[list({self.pad_id, self.start_id} - {self.eos_id})] = True
 
         for step in range(length):
             if np.all((finished_count >= k) | (step >= limits)):
@@ -102,19 +106,19 @@ class OnnxSearch:
             feeds["step"] = np.array(step, np.int32)
             outputs = dict(zip([o.name for o in self.decoder_step.get_outputs()],
                                self.decoder_step.run(None, feeds)))
-            logits = np.where(banned, _NEG_INF, outputs["logits"].astype(np.float32))
+            logits = outputs["logits"].astype(np.float32)
             shifted = logits - logits.max(axis=1, keepdims=True)
             log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-            log_probs = log_probs.reshape(batch, k, vocab)
+            log_probs = np.where(banned, _NEG_INF, log_probs).reshape(batch, k, vocab)
             at_limit = (step + 1 >= limits)[:, None, None]
-            log_probs = np.where(at_limit & (np.arange(vocab) != EOS_ID), _NEG_INF, log_probs)
+            log_probs = np.where(at_limit & (np.arange(vocab) != self.eos_id), _NEG_INF, log_probs)
             candidates = (alive_log_probs[:, :, None] + log_probs).reshape(batch, k * vocab)
             top_ids = _top(candidates, 2 * k)
             top_log_probs = np.take_along_axis(candidates, top_ids, axis=1)
             top_beams, top_tokens = top_ids // vocab, top_ids % vocab
             top_sequences = np.take_along_axis(alive, top_beams[:, :, None], axis=1)
             top_sequences[:, :, step + 1] = top_tokens
-            is_end = top_tokens == EOS_ID
+            is_end = top_tokens == self.eos_id
             done = finished_count >= k
 
             eligible = (is_end & (np.arange(2 * k) < k)[None] & ~done[:, None]
@@ -140,6 +144,39 @@ class OnnxSearch:
         return finished[:, :, 1:], finished_scores
 
 
+class SentencePieceText:
+    """Text <-> ids with one of this package's SentencePiece models (special
+    ids 0-3), the interface `OnnxTranslator` needs."""
+
+    def __init__(self, path):
+        self.processor = sentencepiece.SentencePieceProcessor(model_file=path)
+
+    def encode(self, text):
+        """Source ids, without the end token."""
+        return self.processor.encode(text)
+
+    def decode(self, ids):
+        """Target ids up to the first end token -> text."""
+        ids = [int(i) for i in ids]
+        ids = ids[:ids.index(special_ids.EOS_ID)] if special_ids.EOS_ID in ids else ids
+        return self.processor.decode(
+            [i for i in ids if i not in (special_ids.PAD_ID, special_ids.BOS_ID)])
+
+
+def text_tokenizer(directory):
+    """The tokenizer files of an export folder: ours (`tokenizer.model`) or an
+    imported model's (Marian's `vocab.json`, FSMT's `vocab-src.json`, ...)."""
+    if os.path.exists(os.path.join(directory, "vocab.json")):
+        from keras_transformer.pretrained.marian_vocabulary import MarianVocabulary
+
+        return MarianVocabulary.from_directory(directory)
+    if os.path.exists(os.path.join(directory, "vocab-src.json")):
+        from keras_transformer.pretrained.fsmt_vocabulary import FsmtVocabulary
+
+        return FsmtVocabulary.from_directory(directory)
+    return SentencePieceText(os.path.join(directory, "tokenizer.model"))
+
+
 class OnnxTranslator:
     """Text in, text out over the ONNX graphs, with the same rules as
     `keras_transformer.decoding.Translator` (blank input gives "", input
@@ -147,21 +184,20 @@ class OnnxTranslator:
 
     def __init__(self, directory, tokenizer_path=None, threads=None):
         self.search = OnnxSearch(directory, threads)
-        tokenizer_path = tokenizer_path or os.path.join(directory, "tokenizer.model")
-        self.tokenizer = sentencepiece.SentencePieceProcessor(model_file=tokenizer_path)
+        self.tokenizer = (SentencePieceText(tokenizer_path) if tokenizer_path
+                          else text_tokenizer(directory))
 
     def encode(self, sentences):
         limit = self.search.config["max_length"] - 1
         pieces = [self.tokenizer.encode(s)[:limit] for s in sentences]
-        source = np.zeros((len(pieces), max(len(p) for p in pieces) + 1), np.int32)
+        source = np.full((len(pieces), max(len(p) for p in pieces) + 1), self.search.pad_id,
+                         np.int32)
         for row, ids in enumerate(pieces):
-            source[row, :len(ids) + 1] = ids + [EOS_ID]
+            source[row, :len(ids) + 1] = ids + [self.search.eos_id]
         return source, [not ids for ids in pieces]
 
     def decode(self, ids):
-        ids = list(ids)
-        ids = ids[:ids.index(EOS_ID)] if EOS_ID in ids else ids
-        return self.tokenizer.decode([int(i) for i in ids if i not in (PAD_ID, BOS_ID)])
+        return self.tokenizer.decode(ids)
 
     def translate(self, sentences, beam_size=None, alpha=None):
         if not sentences:

@@ -6,6 +6,11 @@ def check_positive_int(name, value):
         raise ValueError(f"`{name}` must be a positive integer; got {value!r}.")
 
 
+def check_non_negative_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"`{name}` must be an integer >= 0; got {value!r}.")
+
+
 def check_rate(name, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
         raise ValueError(f"`{name}` must be a number in [0, 1); got {value!r}.")

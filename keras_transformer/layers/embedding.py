@@ -30,6 +30,8 @@ class SharedEmbedding(keras.layers.Layer):
         d_model: embedding size.
         scale: multiply looked-up vectors by sqrt(d_model) (the paper does).
         mask_zero: id 0 is padding, and looked-up vectors carry a Keras mask.
+        logits_bias: the reverse call adds a trained bias per token id (not
+            in the paper; Marian's `final_logits_bias`).
         embeddings_initializer: defaults to a normal with standard deviation
             d_model^-0.5, so that the scaled embeddings have unit variance (as
             tensor2tensor initialises them).
@@ -48,6 +50,7 @@ class SharedEmbedding(keras.layers.Layer):
         d_model,
         scale=True,
         mask_zero=True,
+        logits_bias=False,
         embeddings_initializer=None,
         **kwargs,
     ):
@@ -58,6 +61,7 @@ class SharedEmbedding(keras.layers.Layer):
         self.d_model = d_model
         self.scale = scale
         self.mask_zero = mask_zero
+        self.logits_bias = logits_bias
         self.embeddings_initializer = keras.initializers.get(
             embeddings_initializer
             or keras.initializers.RandomNormal(stddev=d_model**-0.5)
@@ -69,6 +73,10 @@ class SharedEmbedding(keras.layers.Layer):
             shape=(self.vocab_size, self.d_model),
             initializer=self.embeddings_initializer,
         )
+        self.bias = None
+        if self.logits_bias:
+            self.bias = self.add_weight(name="logits_bias", shape=(self.vocab_size,),
+                                        initializer="zeros")
 
     def call(self, inputs, reverse=False):
         if reverse:
@@ -80,7 +88,8 @@ class SharedEmbedding(keras.layers.Layer):
                 logits = ops.einsum("vd,bd->bv", embeddings, inputs[:, 0])[:, None]
             else:
                 logits = ops.matmul(inputs, ops.transpose(embeddings))
-            return ops.cast(logits, "float32")
+            logits = ops.cast(logits, "float32")
+            return logits if self.bias is None else logits + ops.cast(self.bias, "float32")
         vectors = ops.take(self.embeddings, ops.cast(inputs, "int32"), axis=0)
         if self.scale:
             vectors = vectors * ops.cast(math.sqrt(self.d_model), vectors.dtype)
@@ -104,6 +113,7 @@ class SharedEmbedding(keras.layers.Layer):
             "d_model": self.d_model,
             "scale": self.scale,
             "mask_zero": self.mask_zero,
+            "logits_bias": self.logits_bias,
             "embeddings_initializer": keras.initializers.serialize(
                 self.embeddings_initializer
             ),

@@ -4,8 +4,17 @@
     PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model))
 
 Even channels carry the sine, odd channels the cosine of the same frequency
-(interleaved, as the formula says; tensor2tensor and keras-hub instead put all
-sines before all cosines). Table 3 row (E) replaces this with learned vectors.
+(interleaved, as the formula says). Pretrained models of this architecture
+use other tables, which `SinusoidalPositionalEncoding(style=...)` reproduces
+exactly (with n = d_model / 2 frequencies, i = 0 ... n - 1):
+
+| style | channels | frequency i | first position |
+|---|---|---|---|
+| "paper" | sin, cos interleaved | 10000^(-i / n) | 0 |
+| "marian" (Marian, OPUS-MT) | n sines, then n cosines | 10000^(-i / n) | 0 |
+| "fairseq" (fairseq, FSMT; also tensor2tensor's spacing) | n sines, then n cosines | 10000^(-i / (n - 1)) | `first_position` (fairseq: padding id + 1) |
+
+Table 3 row (E) replaces the sinusoids with learned vectors.
 
 Both layers return `inputs + encoding`, pass the Keras mask through, and take a
 `start_index` so that cached decoding can encode one position at a time.
@@ -24,12 +33,18 @@ def _static_or_dynamic_shape(x):
     )
 
 
+STYLES = ("paper", "marian", "fairseq")
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class SinusoidalPositionalEncoding(keras.layers.Layer):
-    """The paper's fixed sinusoids, for any sequence length.
+    """The paper's fixed sinusoids (or a pretrained model's), for any length.
 
     Args:
         max_wavelength: the 10000 of the formula.
+        style: "paper", "marian" or "fairseq" (see the module docstring).
+        first_position: the position of the first token (fairseq counts
+            from the padding id + 1; everyone else from 0).
 
     Example:
 
@@ -38,9 +53,14 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
     [0.841, 0.54, 0.01, 1.0]
     """
 
-    def __init__(self, max_wavelength=10000.0, **kwargs):
+    def __init__(self, max_wavelength=10000.0, style="paper", first_position=0, **kwargs):
         super().__init__(**kwargs)
+        if style not in STYLES:
+            raise ValueError(f"style must be one of {STYLES}; got {style!r}.")
+        _validation.check_non_negative_int("first_position", first_position)
         self.max_wavelength = max_wavelength
+        self.style = style
+        self.first_position = first_position
         self.supports_masking = True
 
     def build(self, input_shape):
@@ -52,10 +72,14 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
 
     def encoding(self, length, dim, start_index=0):
         """The `(length, dim)` table of positions `start_index ...`, float32."""
-        positions = ops.cast(ops.arange(length) + start_index, "float32")
-        even_channels = ops.cast(ops.arange(0, dim, 2), "float32")  # the 2i
-        frequencies = ops.power(float(self.max_wavelength), -even_channels / dim)
+        positions = ops.cast(ops.arange(length) + start_index + self.first_position, "float32")
+        half = dim // 2
+        steps = max(half - 1, 1) if self.style == "fairseq" else half
+        exponents = ops.cast(ops.arange(half), "float32") / steps  # the 2i / d_model
+        frequencies = ops.power(float(self.max_wavelength), -exponents)
         angles = positions[:, None] * frequencies[None, :]
+        if self.style != "paper":
+            return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)
         # Stacking (sin, cos) on a new last axis and flattening it interleaves
         # them: channel 2i gets sin, channel 2i + 1 gets cos.
         return ops.reshape(ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1), (length, dim))
@@ -65,7 +89,9 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
         return inputs + ops.cast(self.encoding(length, dim, start_index), inputs.dtype)
 
     def get_config(self):
-        return super().get_config() | {"max_wavelength": self.max_wavelength}
+        return super().get_config() | {"max_wavelength": self.max_wavelength,
+                                       "style": self.style,
+                                       "first_position": self.first_position}
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

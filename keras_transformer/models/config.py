@@ -7,6 +7,7 @@ import json
 import keras
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
+SINUSOIDS = ("paper", "marian", "fairseq")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +42,22 @@ class TransformerConfig:
             data pipeline enforce).
         layer_norm_epsilon: epsilon of every LayerNorm.
 
+    Conventions of pretrained checkpoints (`keras_transformer.pretrained`),
+    whose defaults are the paper's and this package's own tokenizers':
+        sinusoid: which sinusoid table "sinusoidal" positions add: "paper"
+            (sine and cosine interleaved), "marian" (all sines, then all
+            cosines: Marian, OPUS-MT) or "fairseq" (sines first, frequencies
+            spread over d_model / 2 - 1 steps, positions counted from
+            `pad_id + 1`: fairseq, FSMT). See `SinusoidalPositionalEncoding`.
+        scale_embedding: multiply embeddings by sqrt(d_model) (the paper does).
+        logits_bias: add a trained bias to the output logits (Marian's
+            `final_logits_bias`; the paper has none).
+        pad_id, unk_id, decoder_start_id, eos_id: the special token ids.
+            Ours are 0, 1, 2, 3; Marian's are pad = the last id, unk = 1,
+            start = the pad id, end = 0; fairseq's pad = 1, unk = 3,
+            start = end = 2. Padding is masked by `pad_id`; decoding starts
+            from `decoder_start_id` and stops at `eos_id`.
+
     Training recipe (paper section 5), used by `keras_transformer.training`:
         warmup_steps: of the learning-rate schedule (4000).
         learning_rate_scale: multiplies the paper's learning-rate curve.
@@ -73,6 +90,13 @@ class TransformerConfig:
     shared_vocabulary: bool = True
     max_length: int = 256
     layer_norm_epsilon: float = 1e-6
+    sinusoid: str = "paper"
+    scale_embedding: bool = True
+    logits_bias: bool = False
+    pad_id: int = 0
+    unk_id: int = 1
+    decoder_start_id: int = 2
+    eos_id: int = 3
     warmup_steps: int = 4000
     learning_rate_scale: float = 1.0
     adam_beta_1: float = 0.9
@@ -113,7 +137,12 @@ class TransformerConfig:
             keras.activations.get(self.activation)
         except ValueError:
             _require("activation", False, "the name of a Keras activation such as 'relu'")
-        for name in ("norm_first", "shared_vocabulary"):
+        _require("sinusoid", self.sinusoid in SINUSOIDS, f"one of {SINUSOIDS}")
+        for name in ("pad_id", "unk_id", "decoder_start_id", "eos_id"):
+            _require(name, _is_int(getattr(self, name)) and getattr(self, name) >= 0,
+                     "an integer >= 0")
+        _require("eos_id", self.eos_id != self.pad_id, "different from pad_id")
+        for name in ("norm_first", "shared_vocabulary", "scale_embedding", "logits_bias"):
             _require(name, isinstance(getattr(self, name), bool), "True or False")
         for name in ("layer_norm_epsilon", "adam_epsilon", "learning_rate_scale"):
             _require(name, _is_number(getattr(self, name)) and getattr(self, name) > 0,

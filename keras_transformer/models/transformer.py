@@ -14,7 +14,7 @@ from keras_transformer.layers import (
 )
 from keras_transformer.layers import _validation
 from keras_transformer.models.config import BASE, BIG, TransformerConfig
-from keras_transformer.special_ids import PAD_ID  # in source and target ids alike
+from keras_transformer.special_ids import PAD_ID  # the default of config.pad_id
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -25,6 +25,8 @@ class Transformer(keras.Model):
     `target_ids` `(batch, T)` (the decoder input: the target shifted right
     behind a start token), 0 being padding in both, and whose output is float32
     logits `(batch, T, target_vocab_size)`: row t predicts target token t + 1.
+    Padding is `config.pad_id` (0 unless the model was imported from a
+    pretrained checkpoint with other special ids).
 
     Build it with `transformer()`, `transformer_base()` or `transformer_big()`.
     It saves to `.keras` and loads with `safe_mode=True`; `get_config()` holds
@@ -50,6 +52,8 @@ class Transformer(keras.Model):
                 f"{source_vocab_size} and target_vocab_size={target_vocab_size}; "
                 "use config.replace(shared_vocabulary=False) for separate vocabularies."
             )
+        _check_special_ids(config, source_vocab_size, target_vocab_size)
+        self._pad_id = config.pad_id
         self._create_layers(config, source_vocab_size, target_vocab_size)
         source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
         target_ids = keras.Input(shape=(None,), dtype="int32", name="target_ids")
@@ -64,15 +68,21 @@ class Transformer(keras.Model):
         self.target_vocab_size = target_vocab_size
 
     def _create_layers(self, config, source_vocab_size, target_vocab_size):
-        def embedding(vocab_size, name):
+        def embedding(vocab_size, name, output=True):
             # Padding is masked explicitly from the ids, not through Keras
             # masks, so that no mask leaks into the loss or the exports.
-            return SharedEmbedding(vocab_size, config.d_model, mask_zero=False, name=name)
+            return SharedEmbedding(vocab_size, config.d_model, scale=config.scale_embedding,
+                                   mask_zero=False, logits_bias=config.logits_bias and output,
+                                   name=name)
 
         def positions(name):
             if config.positional_encoding == "learned":
                 return LearnedPositionalEmbedding(config.max_length, name=name)
-            return SinusoidalPositionalEncoding(name=name)
+            # fairseq numbers positions from the padding id + 1 (padding
+            # itself would take the padding id's position).
+            first = config.pad_id + 1 if config.sinusoid == "fairseq" else 0
+            return SinusoidalPositionalEncoding(style=config.sinusoid, first_position=first,
+                                                name=name)
 
         def stack(layer_class, count, prefix):
             return [
@@ -104,7 +114,7 @@ class Transformer(keras.Model):
                 source_vocab_size, "shared_embedding"
             )
         else:
-            self.source_embedding = embedding(source_vocab_size, "source_embedding")
+            self.source_embedding = embedding(source_vocab_size, "source_embedding", output=False)
             self.target_embedding = embedding(target_vocab_size, "target_embedding")
         self.source_positions = positions("source_positions")
         self.target_positions = positions("target_positions")
@@ -120,7 +130,7 @@ class Transformer(keras.Model):
     def encode(self, source_ids, training=None, return_attention_scores=False):
         """Source ids `(batch, S)` -> encoder output `(batch, S, d_model)`;
         with `return_attention_scores`, also each layer's attention weights."""
-        padding_mask = ops.not_equal(source_ids, PAD_ID)
+        padding_mask = ops.not_equal(source_ids, self._pad_id)
         x = self.source_positions(self.source_embedding(source_ids))
         x = self.source_dropout(x, training=training)
         scores = []
@@ -140,7 +150,7 @@ class Transformer(keras.Model):
         attention weights."""
         x = self.target_positions(self.target_embedding(target_ids))
         x = self.target_dropout(x, training=training)
-        source_padding = ops.not_equal(source_ids, PAD_ID)
+        source_padding = ops.not_equal(source_ids, self._pad_id)
         scores = []
         for layer in self.decoder_layers:
             x = layer(x, encoder_output, encoder_padding_mask=source_padding, training=training,
@@ -216,7 +226,7 @@ class Transformer(keras.Model):
         cross = [layer.cross_attention_cache(encoder_output) for layer in self.decoder_layers]
         layers = range(len(self.decoder_layers))
         return {
-            "source_padding": ops.not_equal(source_ids, PAD_ID),
+            "source_padding": ops.not_equal(source_ids, self.config.pad_id),
             "cross_keys": [keys for keys, _ in cross],
             "cross_values": [values for _, values in cross],
             "self_keys": [
@@ -265,6 +275,19 @@ class Transformer(keras.Model):
             "source_vocab_size": self.source_vocab_size,
             "target_vocab_size": self.target_vocab_size,
         }
+
+
+def _check_special_ids(config, source_vocab_size, target_vocab_size):
+    """Each special id must name a row of the vocabulary it is used in."""
+    for name, vocab_size in (("pad_id", source_vocab_size), ("eos_id", source_vocab_size),
+                             ("pad_id", target_vocab_size), ("unk_id", target_vocab_size),
+                             ("decoder_start_id", target_vocab_size),
+                             ("eos_id", target_vocab_size)):
+        if getattr(config, name) >= vocab_size:
+            raise ValueError(
+                f"TransformerConfig.{name}={getattr(config, name)} is not an id of a "
+                f"{vocab_size}-token vocabulary; special ids must be below the vocabulary size."
+            )
 
 
 def transformer(config, source_vocab_size, target_vocab_size=None, name="transformer"):

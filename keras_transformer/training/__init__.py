@@ -25,7 +25,11 @@ from keras_transformer.training.distribution import (
 )
 from keras_transformer.training.fused_adam import FusedAdam
 from keras_transformer.training.loss import LabelSmoothedCrossEntropy, token_statistics
-from keras_transformer.training.schedule import TransformerSchedule, paper_optimizer
+from keras_transformer.training.schedule import (
+    TransformerSchedule,
+    fine_tuning_recipe,
+    paper_optimizer,
+)
 from keras_transformer.training.trainer import Trainer
 
 __all__ = [
@@ -38,6 +42,7 @@ __all__ = [
     "TransformerSchedule",
     "average_checkpoints",
     "checkpoint_paths",
+    "fine_tuning_recipe",
     "is_chief",
     "make_strategy",
     "paper_optimizer",

@@ -15,7 +15,8 @@ vocabulary, instead of materialising log-probabilities of shape
 (batch, length, V): on a 37,000-token vocabulary the loss is a large part of
 a training step's memory traffic.
 
-Padding (label 0) contributes nothing and is not counted.
+Padding (label `pad_id`: 0 for this package's models, the model config's
+`pad_id` for imported ones) contributes nothing and is not counted.
 """
 
 import keras
@@ -35,7 +36,7 @@ def per_token_losses(labels, logits, label_smoothing):
     return smoothed, nll
 
 
-def token_statistics(labels, logits, label_smoothing):
+def token_statistics(labels, logits, label_smoothing, pad_id=PAD_ID):
     """Sums over the real tokens of a batch.
 
     Returns:
@@ -43,7 +44,7 @@ def token_statistics(labels, logits, label_smoothing):
         negative log-likelihood), `correct` (argmax hits) and `tokens`.
     """
     smoothed, nll = per_token_losses(labels, logits, label_smoothing)
-    real = ops.cast(ops.not_equal(labels, PAD_ID), "float32")
+    real = ops.cast(ops.not_equal(labels, pad_id), "float32")
     predicted = ops.cast(ops.argmax(logits, axis=-1), labels.dtype)
     hits = ops.cast(ops.equal(predicted, labels), "float32")
     return {
@@ -58,24 +59,27 @@ def token_statistics(labels, logits, label_smoothing):
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
     """Mean label-smoothed cross-entropy per real target token, for `compile`.
 
-    `y_true` holds token ids (0 = padding), `y_pred` logits. Keras divides the
+    `y_true` holds token ids (`pad_id` = padding), `y_pred` logits. Keras divides the
     per-element values it gets by the number of elements; they are scaled here
     by elements / real tokens so that the result is the mean over real tokens
     while Keras' own scaling for distribution still applies.
     """
 
-    def __init__(self, label_smoothing=0.1, name="label_smoothed_cross_entropy", **kwargs):
+    def __init__(self, label_smoothing=0.1, pad_id=PAD_ID, name="label_smoothed_cross_entropy",
+                 **kwargs):
         super().__init__(name=name, **kwargs)
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(f"label_smoothing must be in [0, 1); got {label_smoothing}.")
         self.label_smoothing = label_smoothing
+        self.pad_id = pad_id
 
     def call(self, y_true, y_pred):
         y_true = ops.cast(y_true, "int32")
         smoothed, _ = per_token_losses(y_true, y_pred, self.label_smoothing)
-        real = ops.cast(ops.not_equal(y_true, PAD_ID), "float32")
+        real = ops.cast(ops.not_equal(y_true, self.pad_id), "float32")
         elements = ops.cast(ops.size(y_true), "float32")
         return smoothed * real * elements / ops.maximum(ops.sum(real), 1.0)
 
     def get_config(self):
-        return super().get_config() | {"label_smoothing": self.label_smoothing}
+        return super().get_config() | {"label_smoothing": self.label_smoothing,
+                                       "pad_id": self.pad_id}

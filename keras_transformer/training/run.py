@@ -4,7 +4,8 @@ an output folder (what `examples/train.py` calls).
 The output folder holds:
     config.json         the `TransformerConfig` (the recipe included)
     run.json            the options of the run and its data report
-    tokenizer.model     the shared SentencePiece model (and .vocab)
+    tokenizer.model     the shared SentencePiece model (and .vocab), or the
+                        tokenizer files of the run it was initialised from
     checkpoints/        the last K training checkpoints, saved.jsonl
     logs/               TensorBoard event files and metrics.jsonl
     model.keras         the final weights
@@ -12,6 +13,12 @@ The output folder holds:
                         checkpoint averaging), the model to decode with
 
 Run the same command again on the same folder to resume a stopped run.
+
+With `init_from` (`examples/train.py --init-from RUN`) the run fine-tunes:
+it starts from the weights, tokenizer and config of an earlier run or an
+imported pretrained model (`examples/import_pretrained.py`), with the
+learning-rate schedule of `fine_tuning_recipe`. A resumed fine-tuning run
+continues from its own checkpoints.
 """
 
 import dataclasses
@@ -38,7 +45,7 @@ from keras_transformer.training.distribution import (
     make_strategy,
     set_precision,
 )
-from keras_transformer.training.schedule import paper_optimizer
+from keras_transformer.training.schedule import fine_tuning_recipe, paper_optimizer
 from keras_transformer.training.trainer import Trainer
 
 
@@ -48,10 +55,12 @@ class RunOptions:
 
     `None` means "from the config" for `steps`, `batch_tokens` and
     `keep_checkpoints` (its `train_steps`, `batch_tokens`,
-    `average_checkpoints`).
+    `average_checkpoints`). `init_from` is a run folder to fine-tune from
+    (its config replaces `preset`, its tokenizer `vocab_size`).
     """
 
     output_dir: str
+    init_from: str | None = None
     dataset: str = "ding"
     source_language: str | None = None
     target_language: str | None = None
@@ -96,10 +105,16 @@ class TimeBudget(keras.callbacks.Callback):
 
 def resolve_config(options):
     """The run's `TransformerConfig`: the one saved in the folder when
-    resuming (new overrides must agree with it), else preset + overrides."""
-    if options.preset not in PRESETS:
+    resuming (new overrides must agree with it), else preset + overrides, or
+    with `init_from` that run's config with the fine-tuning schedule +
+    overrides."""
+    if options.init_from:
+        config = fine_tuning_recipe(_init_run_config(options.init_from))
+    elif options.preset not in PRESETS:
         raise ValueError(f"Unknown preset {options.preset!r}; expected one of {sorted(PRESETS)}.")
-    config = PRESETS[options.preset].replace(**options.overrides)
+    else:
+        config = PRESETS[options.preset]
+    config = config.replace(**options.overrides)
     if options.batch_tokens:
         config = config.replace(batch_tokens=options.batch_tokens)
     saved = os.path.join(options.output_dir, "config.json")
@@ -115,13 +130,36 @@ def resolve_config(options):
     return config
 
 
+def _init_run_config(run_dir):
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"--init-from {run_dir!r}: no config.json there; give a training run "
+                         "or a folder written by examples/import_pretrained.py.")
+    with open(path) as file:
+        return TransformerConfig.from_json(file.read())
+
+
+def _init_model(run_dir):
+    """The model to fine-tune from: a run's averaged.keras, else model.keras."""
+    from keras_transformer.decoding.translator import load_model_and_tokenizer
+
+    model, _ = load_model_and_tokenizer(run_dir)
+    return model
+
+
 def prepare_tokenizer(options, corpus, chief):
     """Trains the shared SentencePiece model on the training split, or loads
-    the run's. Training is seeded, so every worker of a multi-machine run
-    builds the same model; only the chief keeps it in the output folder."""
+    the run's (or, fine-tuning, the initial run's, copied into this one).
+    Training is seeded, so every worker of a multi-machine run builds the
+    same model; only the chief keeps it in the output folder."""
     path = os.path.join(options.output_dir, "tokenizer.model")
-    if os.path.exists(path):
-        return data.Tokenizer(path)
+    if os.path.exists(path) or os.path.exists(os.path.join(options.output_dir, "vocab.json")):
+        return data.load_tokenizer(options.output_dir)
+    if options.init_from:
+        tokenizer = data.load_tokenizer(options.init_from)
+        if chief:
+            tokenizer.save(options.output_dir)
+        return tokenizer
     if not chief:
         path = os.path.join(tempfile.mkdtemp(), "tokenizer.model")
     sentencepiece.set_random_generator_seed(options.seed)
@@ -183,19 +221,25 @@ def _train(options):
     start = _resume_step(checkpoint_dir)
     train_batches = data.token_batches(
         encoded.repeat(), micro_batch_tokens, config.max_length, batch_multiple=replicas,
-        shuffle_buffer=options.shuffle_buffer, seed=options.seed + start,
+        shuffle_buffer=options.shuffle_buffer, seed=options.seed + start, pad_id=config.pad_id,
     ).prefetch(tf.data.AUTOTUNE)
     validation_pairs = corpus.pairs("validation")
     validation_batches = data.token_batches(
         data.encode_pairs(validation_pairs, tokenizer), micro_batch_tokens, config.max_length,
-        batch_multiple=replicas,
+        batch_multiple=replicas, pad_id=config.pad_id,
     ).cache()
     sample = list(validation_pairs.take(options.bleu_sentences).as_numpy_iterator())
     validators = [BleuValidator(tokenizer, [s.decode() for s, _ in sample],
                                 [t.decode() for _, t in sample])] if sample else []
 
+    initial = _init_model(options.init_from) if options.init_from else None
     with strategy.scope():
-        model = transformer(config, tokenizer.vocab_size)
+        if initial is None:
+            model = transformer(config, tokenizer.vocab_size)
+        else:
+            model = transformer(config, initial.source_vocab_size, initial.target_vocab_size)
+            if start == 0:  # a resumed run restores its own checkpoint instead
+                model.set_weights(initial.get_weights())
         optimizer = paper_optimizer(config)
     trainer = Trainer(model, optimizer, strategy, config.label_smoothing,
                       options.accumulation_steps, jit_compile=options.xla)

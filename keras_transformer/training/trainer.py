@@ -44,19 +44,24 @@ class Trainer:
             summed gradient, so a run on fewer devices can match a larger
             effective batch (the paper's 25,000 tokens per side on 8 GPUs).
         jit_compile: compile the per-replica step with XLA.
+        pad_id: the label id that is padding (default: `model.config.pad_id`,
+            or 0 for a model without a `TransformerConfig`).
 
     Under the "mixed_float16" policy the optimizer is wrapped in a
     `keras.optimizers.LossScaleOptimizer` (dynamic loss scaling).
     """
 
     def __init__(self, model, optimizer, strategy, label_smoothing=0.1, accumulation_steps=1,
-                 jit_compile=False):
+                 jit_compile=False, pad_id=None):
         if accumulation_steps < 1:
             raise ValueError(f"accumulation_steps must be >= 1; got {accumulation_steps}.")
         self.model = model
         self.strategy = strategy
         self.label_smoothing = label_smoothing
         self.accumulation_steps = accumulation_steps
+        if pad_id is None:
+            pad_id = getattr(getattr(model, "config", None), "pad_id", PAD_ID)
+        self.pad_id = pad_id
         with strategy.scope():
             if keras.config.dtype_policy().name == "mixed_float16" and not isinstance(
                 optimizer, keras.optimizers.LossScaleOptimizer
@@ -64,7 +69,8 @@ class Trainer:
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(model.trainable_variables)
         self.optimizer = optimizer
-        statistics = lambda labels, logits: token_statistics(labels, logits, label_smoothing)  # noqa: E731
+        statistics = lambda labels, logits: token_statistics(  # noqa: E731
+            labels, logits, label_smoothing, pad_id)
         # The loss reads the (batch, length, vocabulary) logits several times;
         # XLA fuses those passes (a 20% faster base-model step on CPU, see
         # benchmarks/train_throughput.py) while the matmuls stay on the
@@ -89,7 +95,7 @@ class Trainer:
 
     def _replica_train_step(self, batches):
         local_tokens = tf.add_n(
-            [tf.reduce_sum(tf.cast(labels != PAD_ID, tf.float32)) for _, labels in batches]
+            [tf.reduce_sum(tf.cast(labels != self.pad_id, tf.float32)) for _, labels in batches]
         )
         context = tf.distribute.get_replica_context()
         global_tokens = tf.maximum(context.all_reduce("sum", local_tokens), 1.0)

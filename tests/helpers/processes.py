@@ -45,3 +45,30 @@ def tf_config(ports, index):
         "cluster": {"worker": [f"127.0.0.1:{port}" for port in ports]},
         "task": {"type": "worker", "index": index},
     })
+
+
+# Translates JSON-listed sentences with a text SavedModel in a process that
+# imports only TensorFlow and TF Text, and checks that nothing of this package
+# was loaded.
+FRESH_TEXT_PROCESS = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # registers the SentencePiece ops
+model = tf.saved_model.load(sys.argv[1])
+default = model.signatures["serving_default"](text=tf.constant(json.loads(sys.argv[2])))
+n_best = model.signatures["translate"](text=tf.constant(json.loads(sys.argv[2])),
+    beam_size=tf.constant(3), alpha=tf.constant(0.6), decode_margin=tf.constant(6))
+assert not any(name.startswith("keras_transformer") for name in sys.modules)
+print(json.dumps({"default": [t.decode() for t in default["translations"].numpy()],
+                  "n_best": [[t.decode() for t in row] for row in n_best["translations"].numpy()]}))
+"""
+
+# Translates with the ONNX runner and reports whether TensorFlow or Keras
+# got imported.
+ONNX_ONLY_PROCESS = """
+import json, sys
+from keras_transformer.export import OnnxTranslator
+translations = OnnxTranslator(sys.argv[1]).translate(json.loads(sys.argv[2]))
+print(json.dumps({"translations": translations,
+                  "loaded": sorted({"tensorflow", "keras"} & set(sys.modules))}))
+"""
