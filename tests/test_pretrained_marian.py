@@ -160,3 +160,50 @@ def test_pytorch_pickle_loads_only_when_allowed(tmp_path):
                              decoder_input_ids=torch.tensor(target, dtype=torch.long)).logits
     np.testing.assert_allclose(model({"source_ids": source, "target_ids": target}).numpy(),
                                expected.numpy(), atol=1e-4, rtol=0)
+
+
+def _marian_own_maths(reference):
+    """The Hugging Face model computing what Marian itself computes: its
+    sinusoids (frequencies over d/2 - 1 steps) and layer-norm epsilon 1e-6."""
+    import copy
+
+    marian = copy.deepcopy(reference)
+    for positions in (marian.model.encoder.embed_positions, marian.model.decoder.embed_positions):
+        rows, dim = positions.weight.shape
+        half = dim // 2
+        angles = np.arange(rows)[:, None] * 10000.0 ** (-np.arange(half) / (half - 1))[None]
+        with torch.no_grad():
+            positions.weight.copy_(torch.tensor(np.concatenate([np.sin(angles), np.cos(angles)], 1)))
+    for module in marian.modules():
+        if isinstance(module, torch.nn.LayerNorm):
+            module.eps = 1e-6
+    return marian
+
+
+def test_a_marian_release_imports_as_marian_computes(tmp_path):
+    from helpers.marian_release import write_marian_release
+
+    files, reference = write_marian_model(tmp_path / "hf")
+    pieces = [piece for piece, _ in sorted(files.vocab.items(), key=lambda item: item[1])
+              if piece != "<pad>"]
+    # Marian has no padding row; HF's conversion appends a zero one (also
+    # Marian's zero start vector) with a zero output bias.
+    with torch.no_grad():
+        reference.model.shared.weight[files.pad_id] = 0.0
+        reference.final_logits_bias[0, files.pad_id] = 0.0
+    release = tmp_path / "release"
+    write_marian_release(reference, release, pieces)
+    for name in ("source.spm", "target.spm"):
+        (release / name).write_bytes((tmp_path / "hf" / name).read_bytes())
+    model, tokenizer = from_preset(str(release))
+    assert model.config.sinusoid == "tensor2tensor" and model.config.layer_norm_epsilon == 1e-6
+    source, mask, target = _batch(files)
+    with torch.no_grad():
+        expected = _marian_own_maths(reference)(
+            input_ids=torch.tensor(source, dtype=torch.long), attention_mask=torch.tensor(mask),
+            decoder_input_ids=torch.tensor(target, dtype=torch.long)).logits
+    np.testing.assert_allclose(model({"source_ids": source, "target_ids": target}).numpy(),
+                               expected.numpy(), atol=1e-4, rtol=0)
+    hf_ids = files.hf_tokenizer()(SENTENCES)["input_ids"]
+    assert [list(row) for row in tokenizer.tokenize(tf.constant(SENTENCES)).numpy()] == [
+        ids[:-1] for ids in hf_ids]

@@ -12,7 +12,11 @@ exactly (with n = d_model / 2 frequencies, i = 0 ... n - 1):
 |---|---|---|---|
 | "paper" | sin, cos interleaved | 10000^(-i / n) | 0 |
 | "marian" (Marian, OPUS-MT) | n sines, then n cosines | 10000^(-i / n) | 0 |
-| "fairseq" (fairseq, FSMT; also tensor2tensor's spacing) | n sines, then n cosines | 10000^(-i / (n - 1)) | `first_position` (fairseq: padding id + 1) |
+| "tensor2tensor" (tensor2tensor, Marian's own C++) | n sines, then n cosines | 10000^(-i / (n - 1)) | 0 |
+| "fairseq" (fairseq, FSMT) | n sines, then n cosines | 10000^(-i / (n - 1)) | `first_position` (fairseq: padding id + 1) |
+
+(Hugging Face's port of the OPUS-MT models computes "marian", which differs
+from the table Marian itself trained them with, "tensor2tensor".)
 
 Table 3 row (E) replaces the sinusoids with learned vectors.
 
@@ -33,7 +37,7 @@ def _static_or_dynamic_shape(x):
     )
 
 
-STYLES = ("paper", "marian", "fairseq")
+STYLES = ("paper", "marian", "tensor2tensor", "fairseq")
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -42,7 +46,8 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
 
     Args:
         max_wavelength: the 10000 of the formula.
-        style: "paper", "marian" or "fairseq" (see the module docstring).
+        style: "paper", "marian", "tensor2tensor" or "fairseq" (see the
+            module docstring).
         first_position: the position of the first token (fairseq counts
             from the padding id + 1; everyone else from 0).
 
@@ -74,7 +79,7 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
         """The `(length, dim)` table of positions `start_index ...`, float32."""
         positions = ops.cast(ops.arange(length) + start_index + self.first_position, "float32")
         half = dim // 2
-        steps = max(half - 1, 1) if self.style == "fairseq" else half
+        steps = max(half - 1, 1) if self.style in ("tensor2tensor", "fairseq") else half
         exponents = ops.cast(ops.arange(half), "float32") / steps  # the 2i / d_model
         frequencies = ops.power(float(self.max_wavelength), -exponents)
         angles = positions[:, None] * frequencies[None, :]

@@ -7,7 +7,7 @@ import json
 import keras
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
-SINUSOIDS = ("paper", "marian", "fairseq")
+SINUSOIDS = ("paper", "marian", "tensor2tensor", "fairseq")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,9 +46,11 @@ class TransformerConfig:
     whose defaults are the paper's and this package's own tokenizers':
         sinusoid: which sinusoid table "sinusoidal" positions add: "paper"
             (sine and cosine interleaved), "marian" (all sines, then all
-            cosines: Marian, OPUS-MT) or "fairseq" (sines first, frequencies
-            spread over d_model / 2 - 1 steps, positions counted from
-            `pad_id + 1`: fairseq, FSMT). See `SinusoidalPositionalEncoding`.
+            cosines: Hugging Face's OPUS-MT models), "tensor2tensor" (sines
+            first, frequencies spread over d_model / 2 - 1 steps: Marian's
+            own releases) or "fairseq" (as tensor2tensor, positions counted
+            from `pad_id + 1`: fairseq, FSMT). See
+            `SinusoidalPositionalEncoding`.
         scale_embedding: multiply embeddings by sqrt(d_model) (the paper does).
         logits_bias: add a trained bias to the output logits (Marian's
             `final_logits_bias`; the paper has none).

@@ -57,13 +57,14 @@ def activation(config, path):
     return ACTIVATIONS[name]
 
 
-def transformer_config(hf_config, unk_id, path="config.json"):
+def transformer_config(hf_config, unk_id, path="config.json", **conventions):
     """A `TransformerConfig` equal in function to a `MarianConfig` dict.
 
     The training-recipe fields stay the paper's (`examples/train.py
     --init-from` switches to `fine_tuning_recipe`); decoding keeps the
     paper's beam 4 and GNMT length penalty 0.6 unless the checkpoint names
-    a beam.
+    a beam. `conventions` override the Hugging Face port's `sinusoid` and
+    `layer_norm_epsilon` (Marian's own releases use other ones).
     """
     from keras_transformer.models import BASE
 
@@ -84,8 +85,6 @@ def transformer_config(hf_config, unk_id, path="config.json"):
         activation=activation(hf_config, path),
         shared_vocabulary=shared,
         max_length=hf_config.get("max_position_embeddings", 512),
-        layer_norm_epsilon=LAYER_NORM_EPSILON,
-        sinusoid="marian",
         scale_embedding=bool(hf_config.get("scale_embedding", False)),
         logits_bias=True,
         pad_id=hf_config["pad_token_id"],
@@ -93,6 +92,7 @@ def transformer_config(hf_config, unk_id, path="config.json"):
         decoder_start_id=hf_config.get("decoder_start_token_id", hf_config["pad_token_id"]),
         eos_id=hf_config["eos_token_id"],
         beam_size=int(hf_config.get("num_beams") or BASE.beam_size),
+        **({"sinusoid": "marian", "layer_norm_epsilon": LAYER_NORM_EPSILON} | conventions),
     )
 
 
@@ -111,13 +111,13 @@ def load(directory, allow_pytorch_pickle=False):
     return build(hf_config, checkpoint, tokenizer, os.path.join(directory, "config.json")), tokenizer
 
 
-def build(hf_config, checkpoint, tokenizer, where):
+def build(hf_config, checkpoint, tokenizer, where, **conventions):
     """The `Transformer` of a Marian config dict and its tensors (Hugging
     Face names), checked against the tokenizer; `where` names the source in
-    errors."""
+    errors; `conventions` as in `transformer_config`."""
     from keras_transformer.models import transformer
 
-    config = transformer_config(hf_config, tokenizer.unk_id, where)
+    config = transformer_config(hf_config, tokenizer.unk_id, where, **conventions)
     source_vocab = hf_config["vocab_size"]
     target_vocab = source_vocab if config.shared_vocabulary else hf_config["decoder_vocab_size"]
     _check_tokenizer(tokenizer, config, source_vocab, target_vocab, where)
