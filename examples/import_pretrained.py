@@ -33,7 +33,7 @@ def main(argv=None):
     try:
         model, tokenizer = from_preset(args.source, allow_pytorch_pickle=args.allow_pytorch_pickle)
         save_run(model, tokenizer, args.output, source=args.source, overwrite=args.overwrite)
-    except (ValueError, FileExistsError) as error:
+    except (ValueError, ImportError, OSError) as error:  # FileExistsError is an OSError
         sys.exit(f"import_pretrained.py: {error}")
     config = model.config
     print(f"Imported {args.source}: {config.num_encoder_layers}+{config.num_decoder_layers} layers, "

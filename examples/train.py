@@ -7,7 +7,7 @@
         --dataset wmt14_translate/de-en --source-language en --target-language de \\
         --strategy mirrored --precision mixed_float16
 
-    python examples/train.py --output runs/opus-finetuned --init-from runs/opus-de-en \
+    python examples/train.py --output runs/opus-finetuned --init-from runs/opus-de-en \\
         --dataset ding --steps 2000 --batch-tokens 4096
 
 Writes the tokenizer, checkpoints, TensorBoard logs, model.keras and

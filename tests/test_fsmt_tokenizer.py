@@ -7,12 +7,10 @@ import subprocess
 import sys
 
 import pytest
+import transformers
 
-pytest.importorskip("sacremoses")
-transformers = pytest.importorskip("transformers")
-
-from keras_transformer.pretrained.fsmt_vocabulary import FsmtVocabulary  # noqa: E402
-from helpers.fsmt_files import SOURCE_CORPUS, TARGET_CORPUS, write_fsmt_tokenizer_files  # noqa: E402
+from helpers.fsmt_files import SOURCE_CORPUS, TARGET_CORPUS, write_fsmt_tokenizer_files
+from keras_transformer.pretrained.fsmt_vocabulary import FsmtVocabulary
 
 SENTENCES = [
     "The house is small, but the garden is very large.",
@@ -286,7 +284,7 @@ def test_not_a_directory(tmp_path):
 
 def test_without_sacremoses(folder, monkeypatch):
     monkeypatch.setitem(sys.modules, "sacremoses", None)
-    with pytest.raises(ImportError, match=r"pip install sacremoses.*keras-transformer\[fsmt\]"):
+    with pytest.raises(ImportError, match=r"pip install sacremoses.*keras-transformer\[pretrained\]"):
         FsmtVocabulary.from_directory(folder)
 
 

@@ -13,15 +13,14 @@ import os
 
 import numpy as np
 import pytest
+import safetensors.numpy as safetensors_numpy
+import sentencepiece
+import torch
+import transformers
 import yaml
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-safetensors_numpy = pytest.importorskip("safetensors.numpy")
-sentencepiece = pytest.importorskip("sentencepiece")
-
-from helpers import marian_release as release_files  # noqa: E402
-from keras_transformer.pretrained import marian_npz  # noqa: E402
+from helpers import marian_release as release_files
+from keras_transformer.pretrained import marian_npz
 
 D_MODEL = 16
 

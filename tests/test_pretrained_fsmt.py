@@ -9,15 +9,12 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+import torch
 
-pytest.importorskip("sacremoses")
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
-from helpers.fsmt_model import write_fsmt_model  # noqa: E402
-from keras_transformer.decoding import beam_search, greedy_search  # noqa: E402
-from keras_transformer.pretrained import from_preset  # noqa: E402
-from keras_transformer.pretrained.fsmt_tokenizer import FsmtTokenizer  # noqa: E402
+from helpers.fsmt_model import write_fsmt_model
+from keras_transformer.decoding import beam_search, greedy_search
+from keras_transformer.pretrained import from_preset
+from keras_transformer.pretrained.fsmt_tokenizer import FsmtTokenizer
 
 SOURCES = [
     "The house is small, but the garden is very large.",
@@ -249,7 +246,7 @@ def test_bad_folders_get_one_line_errors(tmp_path):
         (broken("pad", write_config(pad_token_id=0)), "config.json says"),
         (broken("start", write_config(decoder_start_token_id=0)), "config.json says"),
         (broken("langs", write_config(langs=["en", "ru"])), "langs"),
-        (broken("small", write_config(src_vocab_size=10)), "larger than the model's"),
+        (broken("small", write_config(src_vocab_size=10)), "model's embeddings"),
         (broken("ffn", write_config(decoder_ffn_dim=128)), "differ; this package's model"),
         (broken("gelu_new", write_config(activation_function="gelu_new")), "activation_function"),
         (broken("no-vocab", lambda c: os.remove(c / "vocab-src.json")), "vocab-src.json is missing"),
@@ -260,3 +257,28 @@ def test_bad_folders_get_one_line_errors(tmp_path):
         with pytest.raises(ValueError, match=message) as error:
             from_preset(path)
         assert "\n" not in str(error.value), path
+
+
+def test_an_fsmt_run_exports_ids_savedmodel_and_onnx_that_translate_alike(imported, tmp_path):
+    """Moses tokenization cannot live in a SavedModel: an FSMT run exports
+    the id signatures and ONNX, whose runner tokenizes in Python."""
+    import subprocess
+    import sys
+
+    from helpers import processes
+    from keras_transformer.decoding import Translator
+    from keras_transformer.export import export_run
+    from keras_transformer.pretrained import save_run
+
+    _, _, model, tokenizer = imported
+    run = save_run(model, tokenizer, str(tmp_path / "run"))
+    expected = Translator(model, tokenizer).translate(SOURCES)
+    assert Translator.from_directory(run).translate(SOURCES) == expected
+    report = export_run(run, str(tmp_path / "export"))
+    assert report["formats"]["saved_model"]["paths"] == ["saved_model_core"]
+    assert not os.path.exists(tmp_path / "export" / "saved_model")
+    result = subprocess.run(
+        [sys.executable, "-c", processes.ONNX_ONLY_PROCESS, str(tmp_path / "export" / "onnx"),
+         json.dumps(SOURCES)], capture_output=True, text=True, check=True, timeout=300)
+    translated = json.loads(result.stdout.strip().splitlines()[-1])
+    assert translated["loaded"] == [] and translated["translations"] == expected

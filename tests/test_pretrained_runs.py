@@ -54,7 +54,7 @@ def test_the_run_folder_translates_like_the_imported_model(imported_run):
     model, tokenizer = from_preset(str(folder))
     expected = Translator(model, tokenizer).translate(SENTENCES)
     assert Translator.from_directory(str(run)).translate(SENTENCES) == expected
-    assert expected[0] == "" and expected[1] == "The dog sees a red apple."
+    assert expected[0] == "" and all(expected[1:])
 
 
 @pytest.fixture(scope="module")
@@ -116,10 +116,15 @@ def test_fine_tuning_lowers_the_validation_loss_and_resumes_from_its_own_checkpo
     assert sorted(f for f in os.listdir(tmp_path / "tuned") if f.endswith((".json", ".spm"))) == [
         "config.json", "run.json", "source.spm", "target.spm", "vocab.json"]
 
-    # Resuming the finished run restores its own last checkpoint: its
+    # Resuming the finished run restores its own last checkpoint and reads
+    # its own tokenizer (it runs even with the imported run moved away): its
     # weights stay the fine-tuned ones, not the imported ones.
     tuned = keras.models.load_model(str(tmp_path / "tuned" / "model.keras"))
-    second = run_training(options)
+    os.rename(run, str(run) + ".away")
+    try:
+        second = run_training(options)
+    finally:
+        os.rename(str(run) + ".away", run)
     assert second["start_step"] == 200 and second["final_step"] == 200
     resumed = keras.models.load_model(str(tmp_path / "tuned" / "model.keras"))
     imported = keras.models.load_model(str(run / "averaged.keras"))

@@ -23,6 +23,7 @@ from keras_transformer.data.tokenizer import (
     PAD_ID,
     UNK_ID,
     Tokenizer,
+    has_tokenizer,
     load_tokenizer,
     train_tokenizer,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "bucket_boundaries",
     "corpus",
     "encode_pairs",
+    "has_tokenizer",
     "load_tokenizer",
     "length_filter",
     "length_report",

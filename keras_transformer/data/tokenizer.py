@@ -72,6 +72,15 @@ def train_tokenizer(texts, model_path, vocab_size, max_sentences=2_000_000,
 MODEL_FILE = "tokenizer.model"
 
 
+TOKENIZER_MARKERS = (MODEL_FILE, "vocab.json", "vocab-src.json")
+"""A file that each kind of tokenizer writes into a run folder: ours, Marian's, FSMT's."""
+
+
+def has_tokenizer(directory):
+    """Whether `directory` holds a tokenizer that `load_tokenizer` reads."""
+    return any(tf.io.gfile.exists(os.path.join(directory, name)) for name in TOKENIZER_MARKERS)
+
+
 def load_tokenizer(directory):
     """The tokenizer of a run folder: ours (`tokenizer.model`), or an imported
     model's (Marian: `vocab.json`, `source.spm`, `target.spm`; FSMT:

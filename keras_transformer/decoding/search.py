@@ -118,7 +118,7 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
 
     Args:
         model: a `Transformer`.
-        source_ids: int32 `(batch, source_length)`, 0-padded, each source
+        source_ids: int32 `(batch, source_length)`, padded with the pad id, each source
             ending with the end token.
         alpha: length penalty of the reported scores (default: the model's).
         decode_margin, max_output_length: see `output_limits`.
@@ -166,7 +166,7 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
 
     Args:
         model: a `Transformer`.
-        source_ids: int32 `(batch, source_length)`, 0-padded, each source
+        source_ids: int32 `(batch, source_length)`, padded with the pad id, each source
             ending with the end token.
         beam_size: K (default: the model config's, 4 in the paper).
         alpha: length penalty (default: the model config's, 0.6).

@@ -92,7 +92,7 @@ class OnnxSearch:
         alive[:, :, 0] = self.start_id
         alive_log_probs = np.full((batch, k), _NEG_INF, np.float32)
         alive_log_probs[:, 0] = 0.0
-        finished = np.zeros_like(alive)
+        finished = np.full_like(alive, self.pad_id)
         finished_scores = np.full((batch, k), _NEG_INF, np.float32)
         finished_log_probs = np.full((batch, k), _NEG_INF, np.float32)
         finished_count = np.zeros(batch, np.int64)

@@ -80,7 +80,7 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
         positions = ops.cast(ops.arange(length) + start_index + self.first_position, "float32")
         half = dim // 2
         steps = max(half - 1, 1) if self.style in ("tensor2tensor", "fairseq") else half
-        exponents = ops.cast(ops.arange(half), "float32") / steps  # the 2i / d_model
+        exponents = ops.cast(ops.arange(half), "float32") / steps  # the paper's 2i / d_model
         frequencies = ops.power(float(self.max_wavelength), -exponents)
         angles = positions[:, None] * frequencies[None, :]
         if self.style != "paper":

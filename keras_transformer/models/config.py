@@ -6,8 +6,9 @@ import json
 
 import keras
 
+from keras_transformer.layers.positional_encoding import STYLES as SINUSOIDS
+
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
-SINUSOIDS = ("paper", "marian", "tensor2tensor", "fairseq")
 
 
 @dataclasses.dataclass(frozen=True)

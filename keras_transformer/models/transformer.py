@@ -23,9 +23,9 @@ class Transformer(keras.Model):
 
     A functional model whose inputs are int32 `source_ids` `(batch, S)` and
     `target_ids` `(batch, T)` (the decoder input: the target shifted right
-    behind a start token), 0 being padding in both, and whose output is float32
+    behind a start token), and whose output is float32
     logits `(batch, T, target_vocab_size)`: row t predicts target token t + 1.
-    Padding is `config.pad_id` (0 unless the model was imported from a
+    Padding is `config.pad_id` in both (0 unless the model was imported from a
     pretrained checkpoint with other special ids).
 
     Build it with `transformer()`, `transformer_base()` or `transformer_big()`.

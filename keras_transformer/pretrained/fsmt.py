@@ -29,7 +29,12 @@ import os
 import numpy as np
 
 from keras_transformer.pretrained import weights as checkpoint_weights
-from keras_transformer.pretrained.marian import activation, read_config, require_equal
+from keras_transformer.pretrained.marian import (
+    activation,
+    check_vocabulary_sizes,
+    read_config,
+    require_equal,
+)
 
 LAYER_NORM_EPSILON = 1e-5  # PyTorch's nn.LayerNorm default, which FSMT uses
 FAIRSEQ_UNK_ID = 3
@@ -229,8 +234,4 @@ def _check_tokenizer(hf_config, tokenizer, config, source_vocab, target_vocab, w
     if langs is not None and list(langs) != vocabulary_langs:
         raise ValueError(f"{where}: langs {list(langs)} differ from the tokenizer's "
                          f"{vocabulary_langs} (tokenizer_config.json).")
-    if tokenizer.vocab_size > source_vocab or tokenizer.target_vocab_size > target_vocab:
-        raise ValueError(
-            f"{where}: the vocabularies ({tokenizer.vocab_size}, "
-            f"{tokenizer.target_vocab_size} ids) are larger than the model's "
-            f"(src_vocab_size {source_vocab}, tgt_vocab_size {target_vocab}).")
+    check_vocabulary_sizes(tokenizer, source_vocab, target_vocab, where)

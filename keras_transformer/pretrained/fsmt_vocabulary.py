@@ -13,7 +13,7 @@ of `transformers.FSMTTokenizer` on the same files:
     vocabulary.decode(ids) == tokenizer.decode(ids, skip_special_tokens=True)
 
 (`decode` stops at the first end id, see there). This module needs only the
-`sacremoses` package (`pip install sacremoses`, or the `keras-transformer[fsmt]`
+`sacremoses` package (`pip install sacremoses`, or the `keras-transformer[pretrained]`
 extra); it does not import TensorFlow, Keras or `transformers`.
 """
 
@@ -34,7 +34,7 @@ DEFAULT_SPECIAL_TOKENS = {"bos_token": "<s>", "pad_token": "<pad>", "sep_token":
 """fairseq's four symbols, ids 0 to 3 in its dictionaries. FSMT calls the end
 token `sep_token`; `tokenizer_config.json` may rename any of them."""
 
-_INSTALL_HINT = "pip install sacremoses (or pip install 'keras-transformer[fsmt]')"
+_INSTALL_HINT = "pip install sacremoses (or pip install 'keras-transformer[pretrained]')"
 _CACHE_LIMIT = 1 << 16
 
 

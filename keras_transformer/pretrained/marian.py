@@ -22,7 +22,10 @@ from keras_transformer.pretrained import weights as checkpoint_weights
 # Hugging Face's activation names -> Keras'. Both "swish" and "silu" are
 # x * sigmoid(x); HF's "gelu" is the exact (erf) form, as is Keras' default.
 ACTIVATIONS = {"relu": "relu", "swish": "silu", "silu": "silu", "gelu": "gelu"}
-LAYER_NORM_EPSILON = 1e-5  # PyTorch's nn.LayerNorm default, which Marian uses
+LAYER_NORM_EPSILON = 1e-5  # PyTorch's nn.LayerNorm default, which the HF port uses
+REQUIRED_KEYS = ("encoder_layers", "decoder_layers", "d_model", "encoder_ffn_dim",
+                 "decoder_ffn_dim", "encoder_attention_heads", "decoder_attention_heads",
+                 "vocab_size", "pad_token_id", "eos_token_id")
 
 
 def read_config(directory, expected_type):
@@ -68,6 +71,9 @@ def transformer_config(hf_config, unk_id, path="config.json", **conventions):
     """
     from keras_transformer.models import BASE
 
+    missing = [key for key in REQUIRED_KEYS if key not in hf_config]
+    if missing:
+        raise ValueError(f"{path} lacks {missing}; it is not a complete Marian config.")
     if not hf_config.get("tie_word_embeddings", True):
         raise ValueError(f"{path}: tie_word_embeddings is false; untied output projections "
                          "are not supported.")
@@ -119,7 +125,8 @@ def build(hf_config, checkpoint, tokenizer, where, **conventions):
 
     config = transformer_config(hf_config, tokenizer.unk_id, where, **conventions)
     source_vocab = hf_config["vocab_size"]
-    target_vocab = source_vocab if config.shared_vocabulary else hf_config["decoder_vocab_size"]
+    target_vocab = (source_vocab if config.shared_vocabulary
+                    else hf_config.get("decoder_vocab_size", source_vocab))
     _check_tokenizer(tokenizer, config, source_vocab, target_vocab, where)
     model = transformer(config, source_vocab, target_vocab)
     checkpoint_weights.assign(model, _model_weights(checkpoint, config))
@@ -165,8 +172,14 @@ def _check_tokenizer(tokenizer, config, source_vocab, target_vocab, directory):
         raise ValueError(
             f"{directory}: the vocabulary's <pad> and </s> are ids {tokenizer.pad_id} and "
             f"{tokenizer.eos_id}, but config.json says {config.pad_id} and {config.eos_id}.")
-    if tokenizer.vocab_size > source_vocab or tokenizer.target_vocab_size > target_vocab:
+    check_vocabulary_sizes(tokenizer, source_vocab, target_vocab, directory)
+
+
+def check_vocabulary_sizes(tokenizer, source_vocab, target_vocab, where):
+    """The tokenizer's vocabularies must be the model's embeddings, row for
+    row (run folders rebuild the model from the tokenizer's sizes)."""
+    if (tokenizer.vocab_size, tokenizer.target_vocab_size) != (source_vocab, target_vocab):
         raise ValueError(
-            f"{directory}: the vocabularies ({tokenizer.vocab_size}, "
-            f"{tokenizer.target_vocab_size} ids) are larger than the model's "
-            f"({source_vocab}, {target_vocab}).")
+            f"{where}: the vocabularies have {tokenizer.vocab_size} and "
+            f"{tokenizer.target_vocab_size} ids but the model's embeddings "
+            f"{source_vocab} and {target_vocab} rows.")

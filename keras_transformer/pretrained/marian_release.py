@@ -17,8 +17,6 @@ import tempfile
 
 from keras_transformer.pretrained import marian, marian_npz
 
-LAYER_NORM_EPSILON = 1e-6  # Marian's layer normalisation
-
 
 def load(directory):
     """Imports a Marian release folder: `(Transformer, MarianTokenizer)`.
@@ -40,5 +38,5 @@ def load(directory):
         shutil.rmtree(scratch, ignore_errors=True)
     model = marian.build(release.config, release.weights, tokenizer,
                          os.path.join(directory, release.model_file), sinusoid="tensor2tensor",
-                         layer_norm_epsilon=LAYER_NORM_EPSILON)
+                         layer_norm_epsilon=marian_npz.MARIAN_LAYER_NORM_EPSILON)
     return model, tokenizer

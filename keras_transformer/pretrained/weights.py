@@ -52,7 +52,8 @@ def read_checkpoint(directory, allow_pytorch_pickle=False):
     elif os.path.isfile(os.path.join(directory, PYTORCH_PICKLE)):
         return _read_pytorch_pickle(os.path.join(directory, PYTORCH_PICKLE), allow_pytorch_pickle)
     else:
-        raise ValueError(f"No weights in {directory}: expected {SAFETENSORS}.")
+        raise ValueError(f"No weights in {directory}: expected {SAFETENSORS} (a model published "
+                         f"only as {PYTORCH_PICKLE} needs --allow-pytorch-pickle).")
     tensors = {}
     for path in paths:
         try:

@@ -139,12 +139,12 @@ def _init_run_config(run_dir):
         return TransformerConfig.from_json(file.read())
 
 
-def _init_model(run_dir):
-    """The model to fine-tune from: a run's averaged.keras, else model.keras."""
+def _init_weights(run_dir):
+    """The weights to fine-tune from: a run's averaged.keras, else model.keras."""
     from keras_transformer.decoding.translator import load_model_and_tokenizer
 
     model, _ = load_model_and_tokenizer(run_dir)
-    return model
+    return model.get_weights()
 
 
 def prepare_tokenizer(options, corpus, chief):
@@ -153,7 +153,7 @@ def prepare_tokenizer(options, corpus, chief):
     Training is seeded, so every worker of a multi-machine run builds the
     same model; only the chief keeps it in the output folder."""
     path = os.path.join(options.output_dir, "tokenizer.model")
-    if os.path.exists(path) or os.path.exists(os.path.join(options.output_dir, "vocab.json")):
+    if data.has_tokenizer(options.output_dir):
         return data.load_tokenizer(options.output_dir)
     if options.init_from:
         tokenizer = data.load_tokenizer(options.init_from)
@@ -207,6 +207,11 @@ def _train(options):
     corpus = data.corpus(options.dataset, options.source_language, options.target_language,
                          data_dir=options.data_dir, ding_path=options.ding_path)
     tokenizer = prepare_tokenizer(options, corpus, chief)
+    checkpoint_dir = os.path.join(options.output_dir, "checkpoints")
+    start = _resume_step(checkpoint_dir)
+    # Fine-tuning starts from the initial run's weights; a resumed run
+    # restores its own checkpoint instead (and needs no initial run).
+    initial_weights = _init_weights(options.init_from) if options.init_from and not start else None
     if chief:
         with open(os.path.join(options.output_dir, "config.json"), "w") as file:
             file.write(config.to_json())
@@ -217,8 +222,6 @@ def _train(options):
     encoded = data.encode_pairs(corpus.pairs("train"), tokenizer).cache()
     report = data.length_report(encoded, config.max_length)
     print(f"Training data: {report}.")
-    checkpoint_dir = os.path.join(options.output_dir, "checkpoints")
-    start = _resume_step(checkpoint_dir)
     train_batches = data.token_batches(
         encoded.repeat(), micro_batch_tokens, config.max_length, batch_multiple=replicas,
         shuffle_buffer=options.shuffle_buffer, seed=options.seed + start, pad_id=config.pad_id,
@@ -232,14 +235,10 @@ def _train(options):
     validators = [BleuValidator(tokenizer, [s.decode() for s, _ in sample],
                                 [t.decode() for _, t in sample])] if sample else []
 
-    initial = _init_model(options.init_from) if options.init_from else None
     with strategy.scope():
-        if initial is None:
-            model = transformer(config, tokenizer.vocab_size)
-        else:
-            model = transformer(config, initial.source_vocab_size, initial.target_vocab_size)
-            if start == 0:  # a resumed run restores its own checkpoint instead
-                model.set_weights(initial.get_weights())
+        model = transformer(config, tokenizer.vocab_size, tokenizer.target_vocab_size)
+        if initial_weights is not None:
+            model.set_weights(initial_weights)
         optimizer = paper_optimizer(config)
     trainer = Trainer(model, optimizer, strategy, config.label_smoothing,
                       options.accumulation_steps, jit_compile=options.xla)
