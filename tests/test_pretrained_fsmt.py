@@ -191,6 +191,11 @@ def test_tied_embeddings_import_as_one_shared_matrix(tmp_path):
     size = max(sizes.src_vocab_size, sizes.tgt_vocab_size)
     files, reference = write_fsmt_model(tmp_path / "tied", train_steps=0, tie_word_embeddings=True,
                                         src_vocab_size=size, tgt_vocab_size=size)
+    # One tied matrix means one vocabulary size: fill the smaller side.
+    for name in ("vocab-src.json", "vocab-tgt.json"):
+        vocab = json.loads((tmp_path / "tied" / name).read_text(encoding="utf-8"))
+        vocab.update({f"<unused{i}>": i for i in range(len(vocab), size)})
+        (tmp_path / "tied" / name).write_text(json.dumps(vocab), encoding="utf-8")
     model, _ = from_preset(str(tmp_path / "tied"))
     assert model.config.shared_vocabulary
     assert (model.source_vocab_size, model.target_vocab_size) == (size, size)

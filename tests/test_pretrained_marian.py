@@ -207,3 +207,28 @@ def test_a_marian_release_imports_as_marian_computes(tmp_path):
     hf_ids = files.hf_tokenizer()(SENTENCES)["input_ids"]
     assert [list(row) for row in tokenizer.tokenize(tf.constant(SENTENCES)).numpy()] == [
         ids[:-1] for ids in hf_ids]
+
+
+def test_hub_ids_download_with_huggingface_hub_and_never_a_pickle_unless_allowed(
+        tmp_path, monkeypatch):
+    """`hf://` ids go to `huggingface_hub.snapshot_download` (stood in for
+    here: no network), asking for safetensors, configs and vocabularies."""
+    import huggingface_hub
+
+    from keras_transformer.pretrained import presets
+
+    write_marian_model(tmp_path / "snapshot", train_steps=0)
+    calls = []
+
+    def snapshot_download(repo_id, allow_patterns):
+        calls.append((repo_id, allow_patterns))
+        return str(tmp_path / "snapshot")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    model, _ = from_preset("hf://Helsinki-NLP/opus-mt-de-en")
+    assert model.config.sinusoid == "marian"
+    presets.resolve("hf://facebook/wmt19-de-en", allow_pytorch_pickle=True)
+    (first, patterns), (_, allowed) = calls
+    assert first == "Helsinki-NLP/opus-mt-de-en"
+    assert "*.safetensors" in patterns and "pytorch_model.bin" not in patterns
+    assert "pytorch_model.bin" in allowed

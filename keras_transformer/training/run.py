@@ -108,7 +108,10 @@ def resolve_config(options):
     resuming (new overrides must agree with it), else preset + overrides, or
     with `init_from` that run's config with the fine-tuning schedule +
     overrides."""
-    if options.init_from:
+    saved = os.path.join(options.output_dir, "config.json")
+    if options.init_from and os.path.exists(saved):
+        config = _init_run_config(options.output_dir)  # resuming: the initial run is not needed
+    elif options.init_from:
         config = fine_tuning_recipe(_init_run_config(options.init_from))
     elif options.preset not in PRESETS:
         raise ValueError(f"Unknown preset {options.preset!r}; expected one of {sorted(PRESETS)}.")
@@ -117,7 +120,6 @@ def resolve_config(options):
     config = config.replace(**options.overrides)
     if options.batch_tokens:
         config = config.replace(batch_tokens=options.batch_tokens)
-    saved = os.path.join(options.output_dir, "config.json")
     if os.path.exists(saved):
         with open(saved) as file:
             existing = TransformerConfig.from_json(file.read())
