@@ -85,5 +85,14 @@ def options_from(args):
     )
 
 
+def parse(argv=None):
+    p = parser()
+    args = p.parse_args(argv)
+    if args.init_from and (args.preset != RunOptions.preset or args.vocab_size != RunOptions.vocab_size):
+        p.error("--init-from takes the model and tokenizer of that run; drop --preset and "
+                "--vocab-size (change fields with --set FIELD=VALUE).")
+    return args
+
+
 if __name__ == "__main__":
-    run_training(options_from(parser().parse_args()))
+    run_training(options_from(parse()))

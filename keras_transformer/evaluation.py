@@ -82,7 +82,7 @@ class BleuValidator:
     end of every epoch.
 
     Args:
-        tokenizer: the run's `Tokenizer`.
+        tokenizer: the run's tokenizer (see `keras_transformer.data.load_tokenizer`).
         sources, references: lists of strings.
         beam_size: 1 (greedy) keeps validation fast; the paper's final
             scores use 4.

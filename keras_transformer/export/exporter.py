@@ -4,8 +4,10 @@ only then moves it into place.
 Layout of an export folder:
     model.keras            the Keras model (load with safe_mode=True)
     tokenizer files        the run's: tokenizer.model (ours), or an imported
-                           Marian model's vocab.json, source.spm, target.spm
-    saved_model/           text in, text out, and the id signatures (needs TF Text ops)
+                           model's (Marian: vocab.json, source.spm, target.spm;
+                           FSMT: vocab-src.json, vocab-tgt.json, merges.txt)
+    saved_model/           text in, text out, and the id signatures (needs TF Text
+                           ops; not for FSMT, whose tokenizer is not TF ops)
     saved_model_core/      the id signatures only, core TF ops (stock TF Serving)
     onnx/                  forward.onnx, encoder.onnx, decoder_step.onnx,
                            config.json and the tokenizer files, for onnxruntime

@@ -1,6 +1,7 @@
 """Greedy and beam search over the exported ONNX graphs with onnxruntime and
-NumPy, and text in / text out with the `sentencepiece` package (and, for an
-imported Marian model, its vocabulary): translation without TensorFlow.
+NumPy, and text in / text out with the `sentencepiece` package (or an
+imported Marian or FSMT model's plain-Python tokenizer): translation without
+TensorFlow.
 
 The search is the same as `keras_transformer.decoding.beam_search` (same
 rules, same tie-breaking: the lower index first), written again in NumPy

@@ -31,7 +31,8 @@ class ServingModule(tf.Module):
 
     Args:
         model: a `Transformer`.
-        tokenizer: its `Tokenizer`; `None` for a core-ops-only module.
+        tokenizer: its tokenizer (one whose `in_graph` is True); `None` for
+            a core-ops-only module.
     """
 
     def __init__(self, model, tokenizer=None):

@@ -6,11 +6,12 @@ exactly: Hugging Face Marian (the OPUS-MT models), Hugging Face FSMT
   or a local folder.
 - `save_run(model, tokenizer, output_dir)`: a run folder that the package's
   commands read like a training run's.
-- `marian`, `fsmt`, `marian_release`: the formats; `weights`: reading
-  safetensors without pickle and the shared layer layout;
+- `marian`, `fsmt`, `marian_release` (with `marian_npz`, which reads the
+  release files into Hugging Face's layout): the formats; `weights`:
+  reading safetensors without pickle and the shared layer layout;
   `marian_vocabulary`, `fsmt_vocabulary` (plain Python, for the
-  TensorFlow-free ONNX runner) and `marian_tokenizer` (in the TensorFlow
-  graph): the tokenizers.
+  TensorFlow-free ONNX runner), `marian_tokenizer` (TensorFlow ops) and
+  `fsmt_tokenizer` (Python behind the same interface): the tokenizers.
 
 Modules are imported on first use, so that the plain-Python vocabularies
 load without TensorFlow.

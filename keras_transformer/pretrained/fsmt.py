@@ -138,7 +138,7 @@ def load(directory, allow_pytorch_pickle=False):
 
     where = os.path.join(directory, "config.json")
     hf_config = read_config(directory, "fsmt")
-    _check_architecture(hf_config, where)
+    _check_architecture(hf_config, where)  # before reading the tokenizer: the clearer error first
     tokenizer = FsmtTokenizer.from_directory(directory)
     checkpoint = checkpoint_weights.read_checkpoint(directory, allow_pytorch_pickle)
     return build(hf_config, checkpoint, tokenizer, where), tokenizer
@@ -163,10 +163,7 @@ def _model_weights(checkpoint, config):
         checkpoint, config.num_encoder_layers, config.num_decoder_layers)
 
     def take(name):
-        if name not in checkpoint:
-            raise ValueError(f"The checkpoint has no tensor {name!r}.")
-        used.add(name)
-        return checkpoint[name]
+        return checkpoint_weights.take(checkpoint, name, used)
 
     def require_copy(name, matrix, reason):
         """A tensor that, where stored, must equal `matrix` (the decoder embedding)."""

@@ -9,7 +9,7 @@ returns tensors like the other tokenizers and works eagerly, inside a
 `tf.function` and in a `tf.data` pipeline, but its ops call back into this
 Python process, so it cannot be saved into a SavedModel (and so cannot run
 in TensorFlow Serving or a text-in export). `in_graph = False` tells callers
-so; a Translator tokenizes in Python before calling the model.
+so: the exporter then writes no text-in SavedModel.
 """
 
 import itertools

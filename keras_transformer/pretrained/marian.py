@@ -138,10 +138,7 @@ def _model_weights(checkpoint, config):
         checkpoint, config.num_encoder_layers, config.num_decoder_layers)
 
     def take(name):
-        if name not in checkpoint:
-            raise ValueError(f"The checkpoint has no tensor {name!r}.")
-        used.add(name)
-        return checkpoint[name]
+        return checkpoint_weights.take(checkpoint, name, used)
 
     if config.shared_vocabulary:
         weights["shared_embedding/embeddings"] = take("model.shared.weight")

@@ -86,6 +86,14 @@ def _read_pytorch_pickle(path, allowed):
     return {name: value.float().numpy() for name, value in state.items()}
 
 
+def take(checkpoint, name, used):
+    """`checkpoint[name]`, recorded in the set `used`; a clear error if absent."""
+    if name not in checkpoint:
+        raise ValueError(f"The checkpoint has no tensor {name!r}.")
+    used.add(name)
+    return checkpoint[name]
+
+
 def layer_weights(checkpoint, num_encoder_layers, num_decoder_layers, prefix="model."):
     """Our layer weight paths -> arrays, from the BART-family layout.
 
@@ -95,25 +103,19 @@ def layer_weights(checkpoint, num_encoder_layers, num_decoder_layers, prefix="mo
     """
     weights, used = {}, set()
 
-    def take(name):
-        if name not in checkpoint:
-            raise ValueError(f"The checkpoint has no tensor {name!r}.")
-        used.add(name)
-        return checkpoint[name]
-
     def dense(ours, theirs, bias=True):
-        weights[f"{ours}/kernel"] = take(f"{theirs}.weight").T
+        weights[f"{ours}/kernel"] = take(checkpoint, f"{theirs}.weight", used).T
         if bias:
-            weights[f"{ours}/bias"] = take(f"{theirs}.bias")
+            weights[f"{ours}/bias"] = take(checkpoint, f"{theirs}.bias", used)
 
     def norm(ours, theirs):
-        weights[f"{ours}/gamma"] = take(f"{theirs}.weight")
-        weights[f"{ours}/beta"] = take(f"{theirs}.bias")
+        weights[f"{ours}/gamma"] = take(checkpoint, f"{theirs}.weight", used)
+        weights[f"{ours}/beta"] = take(checkpoint, f"{theirs}.bias", used)
 
     def attention(ours, theirs):
         dense(f"{ours}/query", f"{theirs}.q_proj")
         dense(f"{ours}/key", f"{theirs}.k_proj", bias=False)
-        take(f"{theirs}.k_proj.bias")  # dropped: the softmax cancels it
+        take(checkpoint, f"{theirs}.k_proj.bias", used)  # dropped: the softmax cancels it
         dense(f"{ours}/value", f"{theirs}.v_proj")
         dense(f"{ours}/attention_output", f"{theirs}.out_proj")
 
