@@ -20,8 +20,6 @@ does not pass) removes it and leaves any earlier export untouched.
 
 import json
 import os
-import shutil
-import tempfile
 
 import keras
 import numpy as np
@@ -34,6 +32,7 @@ from keras_transformer.decoding.translator import encode_sources, max_source_tok
 from keras_transformer.export import onnx_graphs, saved_model
 from keras_transformer.export.onnx_runner import CONFIG_FILE, OnnxSearch
 from keras_transformer.models import TransformerConfig, transformer
+from keras_transformer.output_folders import write_folder
 
 FORMATS = ("keras", "saved_model", "onnx")
 CHECK_SENTENCES = ("", "Guten Morgen!", "Das Haus ist groß.",
@@ -115,23 +114,17 @@ def export_run(run_dir, output_dir, formats=FORMATS, model_file=None, checkpoint
     if unknown:
         raise ValueError(f"Unknown export format(s) {sorted(unknown)}; choose from {FORMATS}.")
     output_dir = os.path.abspath(output_dir)
-    if os.path.exists(output_dir) and not overwrite:
+    if os.path.exists(output_dir) and not overwrite:  # before loading the model, not after
         raise FileExistsError(f"{output_dir} exists; pass overwrite=True to replace it.")
     model, tokenizer = load_for_export(run_dir, model_file, checkpoint)
-    parent = os.path.dirname(output_dir)
-    os.makedirs(parent, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=".export-", dir=parent)
-    try:
-        report = _write_and_check(model, tokenizer, scratch, formats)
-        with open(os.path.join(scratch, "export.json"), "w") as file:
+
+    def fill(folder):
+        report = _write_and_check(model, tokenizer, folder, formats)
+        with open(os.path.join(folder, "export.json"), "w") as file:
             json.dump(report, file, indent=2)
-        if os.path.exists(output_dir):
-            shutil.rmtree(output_dir)
-        os.replace(scratch, output_dir)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    return report
+        return report
+
+    return write_folder(output_dir, fill, overwrite, prefix=".export-")
 
 
 def _write_and_check(model, tokenizer, folder, formats):

@@ -14,8 +14,8 @@ Formats, told apart by their files:
 
 import json
 import os
-import shutil
-import tempfile
+
+from keras_transformer.output_folders import write_folder
 
 HF_PREFIX = "hf://"
 # What a download fetches: configs, vocabularies, tokenizer models and
@@ -96,29 +96,18 @@ def save_run(model, tokenizer, output_dir, source=None, overwrite=False):
     `export/export_model.py`, `Translator.from_directory` and `train.py
     --init-from` read it like a training run.
 
-    Everything is written to a temporary folder beside `output_dir` and
-    moved into place at the end: an interrupted import leaves nothing
-    behind, and an existing folder is only replaced with `overwrite`.
+    The folder is written whole or not at all (`output_folders.write_folder`):
+    an interrupted import leaves nothing behind, and an existing folder is
+    only replaced with `overwrite`.
     """
-    output_dir = os.path.abspath(output_dir)
-    if os.path.exists(output_dir) and not overwrite:
-        raise FileExistsError(f"{output_dir} exists; choose another output folder "
-                              "(or pass overwrite=True / --overwrite).")
-    parent = os.path.dirname(output_dir)
-    os.makedirs(parent, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=".import-", dir=parent)
-    try:
-        with open(os.path.join(scratch, "config.json"), "w") as file:
+    def fill(folder):
+        with open(os.path.join(folder, "config.json"), "w") as file:
             file.write(model.config.to_json())
-        tokenizer.save(scratch)
-        model.save(os.path.join(scratch, "averaged.keras"))
-        with open(os.path.join(scratch, "pretrained.json"), "w") as file:
+        tokenizer.save(folder)
+        model.save(os.path.join(folder, "averaged.keras"))
+        with open(os.path.join(folder, "pretrained.json"), "w") as file:
             json.dump({"source": source, "source_vocab_size": model.source_vocab_size,
                        "target_vocab_size": model.target_vocab_size}, file, indent=2)
-        if os.path.exists(output_dir):
-            shutil.rmtree(output_dir)
-        os.replace(scratch, output_dir)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    return output_dir
+
+    write_folder(output_dir, fill, overwrite, prefix=".import-")
+    return os.path.abspath(output_dir)
