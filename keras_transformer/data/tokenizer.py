@@ -6,11 +6,12 @@ same model file tokenises training data and the exported SavedModel's input.
 Every tokenizer the package uses (this one, and the imported models' in
 `keras_transformer.pretrained`) offers the same interface: `tokenize` and
 `tokenize_target` (strings -> ragged ids, no special tokens), `detokenize`
-(target ids -> strings), `pieces` and `target_pieces`, `save(directory)`, the special ids `pad_id`,
-`unk_id`, `bos_id` (the decoder's start token) and `eos_id`, and
-`vocab_size` / `target_vocab_size`, and `in_graph`: whether it runs as
-TensorFlow ops that a SavedModel can hold (fairseq's Moses tokenization
-cannot). `load_tokenizer(directory)` opens the one a run folder holds.
+(target ids -> strings), `pieces` and `target_pieces`, `save(directory)`,
+the special ids `pad_id`, `unk_id`, `bos_id` (the decoder's start token)
+and `eos_id`, `vocab_size` / `target_vocab_size`, and `in_graph`: whether
+it runs as TensorFlow ops that a SavedModel can hold (fairseq's Moses
+tokenization cannot). `load_tokenizer(directory)` opens the one a run
+folder holds.
 """
 
 import os
