@@ -148,3 +148,17 @@ def _validation_loss_of(run, options):
     trainer = Trainer(model, paper_optimizer(model.config), make_strategy("default"),
                       model.config.label_smoothing)
     return trainer.evaluate(batches)["loss"]
+
+
+def test_import_command_refuses_bad_sources_in_one_line_and_writes_nothing(tmp_path):
+    (tmp_path / "bart").mkdir()
+    (tmp_path / "bart" / "config.json").write_text(json.dumps({"model_type": "bart"}))
+    for source, message in ((tmp_path / "bart", "model_type 'bart' is not supported"),
+                            (tmp_path / "missing", "is not a folder")):
+        result = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "examples", "import_pretrained.py"), str(source),
+             "--output", str(tmp_path / "out")],
+            capture_output=True, text=True, env=processes.environment(), timeout=300)
+        assert result.returncode != 0 and message in result.stderr
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+        assert sorted(os.listdir(tmp_path)) == ["bart"]
