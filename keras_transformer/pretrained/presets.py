@@ -14,8 +14,8 @@ Formats, told apart by their files:
 
 import json
 import os
-import shutil
-import tempfile
+
+from keras_transformer.textfiles import check_output, replace_folder
 
 HF_PREFIX = "hf://"
 # What a download fetches: configs, vocabularies, tokenizer models and
@@ -100,14 +100,9 @@ def save_run(model, tokenizer, output_dir, source=None, overwrite=False):
     moved into place at the end: an interrupted import leaves nothing
     behind, and an existing folder is only replaced with `overwrite`.
     """
-    output_dir = os.path.abspath(output_dir)
-    if os.path.exists(output_dir) and not overwrite:
-        raise FileExistsError(f"{output_dir} exists; choose another output folder "
-                              "(or pass overwrite=True / --overwrite).")
-    parent = os.path.dirname(output_dir)
-    os.makedirs(parent, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=".import-", dir=parent)
-    try:
+    output_dir = check_output(output_dir, overwrite, folder=True,
+                              option="overwrite=True (--overwrite)")
+    with replace_folder(output_dir, prefix=".import-") as scratch:
         with open(os.path.join(scratch, "config.json"), "w") as file:
             file.write(model.config.to_json())
         tokenizer.save(scratch)
@@ -115,10 +110,4 @@ def save_run(model, tokenizer, output_dir, source=None, overwrite=False):
         with open(os.path.join(scratch, "pretrained.json"), "w") as file:
             json.dump({"source": source, "source_vocab_size": model.source_vocab_size,
                        "target_vocab_size": model.target_vocab_size}, file, indent=2)
-        if os.path.exists(output_dir):
-            shutil.rmtree(output_dir)
-        os.replace(scratch, output_dir)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
     return output_dir
