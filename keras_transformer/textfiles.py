@@ -272,13 +272,14 @@ def _remove(path):
 
 
 def write_lines(lines, path=None):
-    """Writes lines (LF-ended) to `path`, replacing it whole, or to standard
-    output when `path` is None. A line break inside a line becomes a space,
+    """Writes lines (UTF-8, LF-ended) to `path`, replacing it whole, or to
+    standard output when `path` is None. A line break inside a line becomes a space,
     so that line i stays line i."""
     text = "".join(line.replace("\r", " ").replace("\n", " ") + "\n" for line in lines)
-    if path is None:
-        sys.stdout.write(text)
+    if path is None:  # UTF-8 whatever the locale, as in files
         sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8"))
+        sys.stdout.buffer.flush()
         return
     with replace_file(path) as file:
         file.write(text)
