@@ -28,6 +28,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from keras_transformer import cli, textfiles  # noqa: E402
 from keras_transformer.models import PRESETS  # noqa: E402
 from keras_transformer.training import STRATEGIES  # noqa: E402
 from keras_transformer.training.run import RunOptions  # noqa: E402
@@ -66,21 +67,21 @@ def parser():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--output", default="runs/demo", help="the run's folder (resumed if it exists)")
-    p.add_argument("--minutes", type=float, default=15.0,
+    p.add_argument("--minutes", type=cli.non_negative_float, default=15.0,
                    help="training time budget; 0 trains for the preset's train_steps")
-    p.add_argument("--steps", type=int, help="at most this many updates")
+    p.add_argument("--steps", type=cli.positive_int, help="at most this many updates")
     p.add_argument("--preset", choices=sorted(PRESETS), default="small")
     p.add_argument("--dataset", default="ding")
     p.add_argument("--source-language")
     p.add_argument("--target-language")
     p.add_argument("--data-dir")
-    p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--vocab-size", type=cli.positive_int, default=8000)
     p.add_argument("--strategy", choices=STRATEGIES, default="default")
     p.add_argument("--precision", default="auto",
                    help="float32, mixed_float16, mixed_bfloat16 or auto")
-    p.add_argument("--test-sentences", type=int, default=500,
+    p.add_argument("--test-sentences", type=cli.positive_int, default=500,
                    help="held-out whole sentences to score (per split)")
-    p.add_argument("--test-pairs", type=int, default=1000,
+    p.add_argument("--test-pairs", type=cli.positive_int, default=1000,
                    help="held-out pairs of all kinds to score (per split)")
     return p
 
@@ -111,8 +112,7 @@ def evaluate(args):
     from keras_transformer.evaluation import evaluate_pairs
 
     translator = Translator.from_directory(args.output)
-    with open(os.path.join(args.output, "run.json")) as file:
-        options = json.load(file)["options"]
+    options = textfiles.read_json(os.path.join(args.output, "run.json"))["options"]
     corpus = data.corpus(options["dataset"], options["source_language"],
                          options["target_language"], data_dir=options["data_dir"],
                          ding_path=options["ding_path"])
@@ -210,11 +210,10 @@ def main():
         "samples": samples, "exported_translations": side_by_side,
         "total_minutes": (time.monotonic() - started) / 60,
     }
-    with open(os.path.join(args.output, "demo.json"), "w") as file:
-        json.dump(report, file, indent=2, ensure_ascii=False)
+    textfiles.write_json(os.path.join(args.output, "demo.json"), report)
     print(f"\nDone in {report['total_minutes']:.1f} minutes; results in "
           f"{os.path.join(args.output, 'demo.json')}.")
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main, interrupted="run the same command again to resume from the last checkpoint")

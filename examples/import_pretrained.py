@@ -14,10 +14,10 @@ train.py --init-from. It is written whole or not at all.
 
 import argparse
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from keras_transformer import cli, textfiles  # noqa: E402
 from keras_transformer.pretrained import from_preset, save_run  # noqa: E402
 
 
@@ -30,11 +30,9 @@ def main(argv=None):
                    help="read pytorch_model.bin with PyTorch's weights_only=True loader when "
                         "there is no model.safetensors")
     args = p.parse_args(argv)
-    try:
-        model, tokenizer = from_preset(args.source, allow_pytorch_pickle=args.allow_pytorch_pickle)
-        save_run(model, tokenizer, args.output, source=args.source, overwrite=args.overwrite)
-    except (ValueError, ImportError, OSError) as error:  # FileExistsError is an OSError
-        sys.exit(f"import_pretrained.py: {error}")
+    textfiles.check_output(args.output, args.overwrite, folder=True)  # before the download
+    model, tokenizer = from_preset(args.source, allow_pytorch_pickle=args.allow_pytorch_pickle)
+    save_run(model, tokenizer, args.output, source=args.source, overwrite=args.overwrite)
     config = model.config
     print(f"Imported {args.source}: {config.num_encoder_layers}+{config.num_decoder_layers} layers, "
           f"d_model {config.d_model}, {model.count_params() / 1e6:.1f}M parameters, vocabularies "
@@ -42,4 +40,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -11,6 +11,7 @@ import time
 
 import keras
 
+from keras_transformer import cli
 from keras_transformer.data import token_batches
 from keras_transformer.data.synthetic import REVERSE_VOCAB, exact_match, reverse_task
 from keras_transformer.models import BASE, transformer
@@ -19,7 +20,7 @@ from keras_transformer.training import Trainer, make_strategy, paper_optimizer
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--steps", type=cli.positive_int, default=2000)
     args = parser.parse_args()
     keras.utils.set_random_seed(0)
     config = BASE.replace(num_encoder_layers=2, num_decoder_layers=2, d_model=64, d_ff=256,
@@ -37,4 +38,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

@@ -23,6 +23,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from keras_transformer import cli  # noqa: E402
 from keras_transformer.models import PRESETS, TransformerConfig  # noqa: E402
 from keras_transformer.training import PRECISIONS, STRATEGIES  # noqa: E402
 from keras_transformer.training.run import RunOptions, run_training  # noqa: E402
@@ -39,7 +40,7 @@ def parser():
     data.add_argument("--target-language")
     data.add_argument("--data-dir", help="TFDS data folder")
     data.add_argument("--ding-path", default=RunOptions.ding_path)
-    data.add_argument("--vocab-size", type=int, default=RunOptions.vocab_size,
+    data.add_argument("--vocab-size", type=cli.positive_int, default=RunOptions.vocab_size,
                       help="SentencePiece vocabulary (the paper: about 37000 for EN-DE)")
     model = p.add_argument_group("model and recipe")
     model.add_argument("--preset", choices=sorted(PRESETS), default=RunOptions.preset)
@@ -48,24 +49,29 @@ def parser():
                             "--preset and --vocab-size)")
     model.add_argument("--set", dest="overrides", action="append", default=[],
                        metavar="FIELD=VALUE", help="override a TransformerConfig field (repeatable)")
-    model.add_argument("--steps", type=int, help="updates (default: the preset's train_steps)")
-    model.add_argument("--time-budget-minutes", type=float, help="stop training after this long")
-    model.add_argument("--batch-tokens", type=int,
+    model.add_argument("--steps", type=cli.positive_int,
+                       help="updates (default: the preset's train_steps)")
+    model.add_argument("--time-budget-minutes", type=cli.positive_float,
+                       help="stop training after this long")
+    model.add_argument("--batch-tokens", type=cli.positive_int,
                        help="tokens per update and side (default: the preset's)")
-    model.add_argument("--accumulate", type=int, default=1,
+    model.add_argument("--accumulate", type=cli.positive_int, default=1,
                        help="micro-batches per update (gradient accumulation)")
     hardware = p.add_argument_group("hardware")
     hardware.add_argument("--strategy", choices=STRATEGIES, default="default")
     hardware.add_argument("--precision", choices=PRECISIONS, default="float32")
     hardware.add_argument("--xla", action="store_true", help="compile the training step with XLA")
     logging = p.add_argument_group("checkpoints and logs")
-    logging.add_argument("--checkpoint-every-steps", type=int, default=RunOptions.checkpoint_every_steps)
-    logging.add_argument("--checkpoint-every-minutes", type=float)
-    logging.add_argument("--keep-checkpoints", type=int,
+    logging.add_argument("--checkpoint-every-steps", type=cli.non_negative_int,
+                         default=RunOptions.checkpoint_every_steps, help="0: none by steps")
+    logging.add_argument("--checkpoint-every-minutes", type=cli.positive_float)
+    logging.add_argument("--keep-checkpoints", type=cli.positive_int,
                          help="default: the preset's average_checkpoints")
-    logging.add_argument("--eval-every-steps", type=int, default=RunOptions.eval_every_steps,
+    logging.add_argument("--eval-every-steps", type=cli.positive_int,
+                         default=RunOptions.eval_every_steps,
                          help="validation loss and BLEU interval")
-    logging.add_argument("--bleu-sentences", type=int, default=RunOptions.bleu_sentences)
+    logging.add_argument("--bleu-sentences", type=cli.non_negative_int,
+                         default=RunOptions.bleu_sentences)
     logging.add_argument("--seed", type=int, default=RunOptions.seed)
     return p
 
@@ -91,8 +97,12 @@ def parse(argv=None):
     if args.init_from and (args.preset != RunOptions.preset or args.vocab_size != RunOptions.vocab_size):
         p.error("--init-from takes the model and tokenizer of that run; drop --preset and "
                 "--vocab-size (change fields with --set FIELD=VALUE).")
+    if args.checkpoint_every_steps == 0 and not args.checkpoint_every_minutes:
+        p.error("--checkpoint-every-steps 0 needs --checkpoint-every-minutes (a run must "
+                "save checkpoints to be resumed and averaged).")
     return args
 
 
 if __name__ == "__main__":
-    run_training(options_from(parse()))
+    cli.run(lambda: run_training(options_from(parse())),
+            interrupted="run the same command again to resume from the last checkpoint")

@@ -8,7 +8,9 @@ Writes model.keras, saved_model/ (text in, text out; needs TF Text's ops),
 saved_model_core/ (token ids in and out, core TF ops only), onnx/ (forward,
 encoder and decoder-step graphs for onnxruntime) and export.json. Each format
 is loaded back and compared with the in-process model before the folder is
-moved into place; on any failure nothing is left behind.
+moved into place; on any failure or Ctrl-C nothing is left behind and an
+earlier export is kept. An existing --output is only replaced with
+--overwrite (checked before anything is loaded).
 """
 
 import argparse
@@ -17,6 +19,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from keras_transformer import cli, textfiles  # noqa: E402
 from keras_transformer.export import FORMATS, export_run  # noqa: E402
 
 
@@ -29,6 +32,7 @@ def main():
     parser.add_argument("--checkpoint", help="export a training checkpoint instead")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing export")
     args = parser.parse_args()
+    textfiles.check_output(args.output, args.overwrite, folder=True)
     report = export_run(args.run_dir, args.output, formats=args.formats,
                         model_file=args.model_file, checkpoint=args.checkpoint,
                         overwrite=args.overwrite)
@@ -37,4 +41,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main)

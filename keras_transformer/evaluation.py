@@ -12,6 +12,7 @@ import dataclasses
 import sacrebleu
 
 from keras_transformer.decoding import Translator
+from keras_transformer.textfiles import clean_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +57,8 @@ def evaluate_pairs(translator, pairs, limit=None, only_sentences=False, progress
 
     Args:
         translator: a `Translator`.
-        pairs: an iterable of `(source, reference)` (str or bytes).
+        pairs: an iterable of `(source, reference)` (str or bytes; bytes
+            that are not UTF-8 become U+FFFD).
         limit: score at most this many pairs (the first ones kept).
         only_sentences: keep only pairs whose source `is_full_sentence`.
 
@@ -65,7 +67,7 @@ def evaluate_pairs(translator, pairs, limit=None, only_sentences=False, progress
     """
     kept = []
     for source, reference in pairs:
-        source, reference = (t.decode() if isinstance(t, bytes) else t for t in (source, reference))
+        source, reference = clean_text(source), clean_text(reference)
         if only_sentences and not is_full_sentence(source):
             continue
         kept.append((source, reference))

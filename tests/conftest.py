@@ -21,3 +21,24 @@ def tiny_config():
     return BASE.replace(
         num_encoder_layers=2, num_decoder_layers=2, d_model=16, d_ff=32, num_heads=4, max_length=64
     )
+
+
+@pytest.fixture(scope="session")
+def small_run(tmp_path_factory):
+    """A run folder (tests/helpers/small_run.py) shared by the tests that only
+    read it: copy it before changing anything in it. Create tokenizers and
+    translators on it inside each test (see `Tokenizer` on seeding)."""
+    from helpers.small_run import write_small_run
+
+    return write_small_run(tmp_path_factory.mktemp("small_run"))
+
+
+@pytest.fixture(scope="session")
+def small_export(small_run, tmp_path_factory):
+    """`small_run` exported to every format by `export_run`."""
+    from keras_transformer.export import export_run
+
+    output = tmp_path_factory.mktemp("small_export") / "export"
+    report = export_run(str(small_run), str(output))
+    assert set(report["formats"]) == {"keras", "saved_model", "onnx"}
+    return output

@@ -112,9 +112,10 @@ def test_local_tsv_and_text_folders(tmp_path):
     (tsv / "train.tsv").write_text("Hallo Welt\thello world\nGuten Tag\tgood day\n", encoding="utf-8")
     pairs = list(corpus(str(tsv)).pairs("train").as_numpy_iterator())
     assert pairs == [(b"Hallo Welt", b"hello world"), (b"Guten Tag", b"good day")]
-    (tsv / "test.tsv").write_text("kein Tabulator\n", encoding="utf-8")
-    with pytest.raises(tf.errors.InvalidArgumentError, match="source<TAB>target"):
-        list(corpus(str(tsv)).pairs("test"))
+    (tsv / "test.tsv").write_bytes(b"Hallo\thello\nkein Tabulator\n\nStra\xdfe\tstreet\r\n")
+    with pytest.raises(ValueError, match=r"test.tsv: no TAB in lines 2-3; every line must be "
+                                         r"'source<TAB>target'"):
+        corpus(str(tsv)).pairs("test")
 
     text = tmp_path / "text"
     text.mkdir()
@@ -174,6 +175,14 @@ def test_encode_pairs_adds_start_and_end(tokenizer):
     source, target, labels = next(iter(encode_pairs(pairs, tokenizer)))
     assert source.numpy()[-1] == EOS_ID and target.numpy()[0] == BOS_ID and labels.numpy()[-1] == EOS_ID
     np.testing.assert_array_equal(target.numpy()[1:], labels.numpy()[:-1])
+
+
+def test_encode_pairs_repairs_training_text_as_translation_does(tokenizer):
+    damaged = tf.data.Dataset.from_tensor_slices(([b"Guten\xff Morgen\x00dir"], [b"Good\xfe day"]))
+    repaired = tf.data.Dataset.from_tensor_slices((["Guten\ufffd Morgen dir"], ["Good\ufffd day"]))
+    for a, b in zip(next(iter(encode_pairs(damaged, tokenizer))),
+                    next(iter(encode_pairs(repaired, tokenizer)))):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
 def _random_encoded(count=3000, seed=0, longest=90):

@@ -13,46 +13,26 @@ import tensorflow as tf
 
 from helpers import processes
 from helpers.processes import FRESH_TEXT_PROCESS, ONNX_ONLY_PROCESS
-from keras_transformer.data import Tokenizer, train_tokenizer
+from helpers.small_run import CONFIG
+from keras_transformer.data import Tokenizer
 from keras_transformer.decoding import Translator, beam_search, greedy_search
 from keras_transformer.export import OnnxSearch, OnnxTranslator, export_run
-from keras_transformer.models import BASE, transformer
-from keras_transformer.training import CheckpointCallback, make_strategy
 
-CONFIG = BASE.replace(num_encoder_layers=2, num_decoder_layers=2, d_model=32, d_ff=64, num_heads=4,
-                      max_length=24, decode_margin=6)
+# The last sentence is cut to the model's length on purpose.
+pytestmark = pytest.mark.filterwarnings("ignore::keras_transformer.textfiles.TruncationWarning")
 SENTENCES = ["", "Das Haus ist groß.", "der Baum und das Haus", "Hier war ein Haus nicht klein.",
              " ".join(["Haus Baum groß"] * 12)]
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
+def run_dir(small_run):
     """A training output folder: tokenizer, config, model.keras, a checkpoint."""
-    folder = tmp_path_factory.mktemp("run")
-    words = "der die das Haus Baum groß klein ist war hier dort und oder nicht ein eine".split()
-    rng = np.random.default_rng(0)
-    texts = [" ".join(rng.choice(words, size=rng.integers(3, 10))) + "." for _ in range(500)]
-    train_tokenizer(texts, folder / "tokenizer.model", vocab_size=60)
-    keras.utils.set_random_seed(0)
-    model = transformer(CONFIG, 60)
-    for weight in model.weights:  # peaked distributions: clear winners, no near-ties
-        if "embeddings" in weight.path:
-            weight.assign(weight * 4.0)
-    model.save(folder / "model.keras")
-    (folder / "config.json").write_text(CONFIG.to_json())
-    strategy = make_strategy("default")
-    optimizer = keras.optimizers.Adam()
-    optimizer.build(model.trainable_variables)
-    CheckpointCallback(folder / "checkpoints", model, optimizer, strategy, every_steps=1).save()
-    return folder
+    return small_run
 
 
 @pytest.fixture(scope="module")
-def exported(run_dir, tmp_path_factory):
-    output = tmp_path_factory.mktemp("exports") / "model"
-    report = export_run(str(run_dir), str(output))
-    assert set(report["formats"]) == {"keras", "saved_model", "onnx"}
-    return output
+def exported(small_export):
+    return small_export
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ for argument in "$@"; do
     previous=$argument
 done
 
-if [ "$dataset" = "ding" ] && [ "$help" = no ] && [ ! -f /usr/share/trans/de-en ] && [ ! -f /usr/share/trans/de-en ]; then
+if [ "$dataset" = "ding" ] && [ "$help" = no ] && [ ! -f /usr/share/trans/de-en ]; then
     echo "The Ding dictionary (/usr/share/trans/de-en) is missing; installing trans-de-en ..."
     if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
         apt-get update -qq && apt-get install -y -qq trans-de-en > /dev/null

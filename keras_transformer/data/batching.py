@@ -14,6 +14,8 @@ import dataclasses
 
 import tensorflow as tf
 
+from keras_transformer.data.tokenizer import clean_texts
+
 
 
 def encode_pairs(pairs, tokenizer):
@@ -21,12 +23,13 @@ def encode_pairs(pairs, tokenizer):
 
     `source_ids` is the source and an end id; `target_ids` (the decoder
     input) is a start id and the target; `labels` is the target and an end id
-    (the tokenizer's special ids).
+    (the tokenizer's special ids). Bytes that are not UTF-8 become U+FFFD,
+    NUL a space (`clean_texts`), as in translation.
     """
 
     def encode(source, target):
-        source_ids = tokenizer.tokenize(source)
-        target_ids = tokenizer.tokenize_target(target)
+        source_ids = tokenizer.tokenize(clean_texts(source))
+        target_ids = tokenizer.tokenize_target(clean_texts(target))
         return (
             tf.concat([source_ids, [tokenizer.eos_id]], 0),
             tf.concat([[tokenizer.bos_id], target_ids], 0),

@@ -9,6 +9,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from keras_transformer.data import ding
+from keras_transformer.textfiles import describe_lines
 
 SPLITS = ("train", "validation", "test")
 DING_NAMES = ("ding", "ding_de_en")
@@ -138,6 +139,14 @@ def _local_corpus(folder, source_language, target_language):
 def _tsv_pairs(path):
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"{path} does not exist.")
+    without_tab = []
+    with tf.io.gfile.GFile(path, "rb") as lines:
+        for number, line in enumerate(lines, start=1):
+            if b"\t" not in line:
+                without_tab.append(number)
+    if without_tab:
+        raise ValueError(f"{path}: no TAB in {describe_lines(without_tab)}; every line must be "
+                         "'source<TAB>target': fix or remove them.")
 
     def columns(line):
         parts = tf.strings.split(line, "\t", maxsplit=1)
@@ -155,7 +164,7 @@ def _text_pairs(source_path, target_path):
     for path in (source_path, target_path):
         if not tf.io.gfile.exists(path):
             raise FileNotFoundError(f"{path} does not exist.")
-        with tf.io.gfile.GFile(path) as lines:
+        with tf.io.gfile.GFile(path, "rb") as lines:  # bytes: any encoding damage is repaired later
             counts.append(sum(1 for _ in lines))
     if counts[0] != counts[1]:
         raise ValueError(

@@ -22,6 +22,16 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_transformer.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from keras_transformer.textfiles import clean_text
+
+
+def clean_texts(texts):
+    """String tensor -> the text the model reads: invalid UTF-8 becomes
+    U+FFFD and NUL a space (the graph form of `textfiles.clean_text`; the
+    training data, the Translator and the SavedModel all go through it)."""
+    texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace",
+                                         replacement_char=0xFFFD)
+    return tf.strings.regex_replace(texts, "\\x00", " ")
 
 
 def train_tokenizer(texts, model_path, vocab_size, max_sentences=2_000_000,
@@ -52,7 +62,7 @@ def train_tokenizer(texts, model_path, vocab_size, max_sentences=2_000_000,
     with tempfile.TemporaryDirectory(dir=os.path.dirname(model_path) or ".") as scratch:
         prefix = os.path.join(scratch, "spm")
         sentencepiece.SentencePieceTrainer.train(
-            sentence_iterator=(text.decode() if isinstance(text, bytes) else text for text in texts),
+            sentence_iterator=(clean_text(text) for text in texts),
             model_prefix=prefix,
             vocab_size=vocab_size,
             model_type=model_type,
@@ -127,16 +137,22 @@ class Tokenizer(tf.Module):
 
     def __init__(self, model):
         super().__init__(name="tokenizer")
+        where = "the given bytes"
         if isinstance(model, (str, os.PathLike)):
+            where = os.fspath(model)
             if not tf.io.gfile.exists(model):
-                raise ValueError(f"Tokenizer model {os.fspath(model)!r} does not exist.")
-            with tf.io.gfile.GFile(model, "rb") as file:
-                model = file.read()
+                raise ValueError(f"Tokenizer model {where!r} does not exist.")
+            try:
+                with tf.io.gfile.GFile(model, "rb") as file:
+                    model = file.read()
+            except tf.errors.OpError as error:  # a folder, or not readable
+                raise ValueError(f"Cannot read the tokenizer model {where}: {error.message}") from None
         processor = sentencepiece.SentencePieceProcessor()
         try:
             processor.LoadFromSerializedProto(model)
         except (RuntimeError, OSError, TypeError) as error:
-            raise ValueError(f"Not a SentencePiece model ({error}).") from None
+            raise ValueError(f"Not a SentencePiece model: {where} ({error}); the file is damaged: "
+                             "copy it again from the run that trained it.") from None
         if (processor.pad_id(), processor.bos_id(), processor.eos_id()) != (PAD_ID, BOS_ID, EOS_ID):
             raise ValueError(
                 "This SentencePiece model does not use pad=0, bos=2, eos=3; train it "

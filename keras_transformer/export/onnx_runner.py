@@ -13,14 +13,15 @@ Usage:
     translator.translate(["Guten Morgen!"])
 """
 
-import json
 import os
+import warnings
 
 import numpy as np
 import onnxruntime
 import sentencepiece
 
 from keras_transformer import special_ids
+from keras_transformer.textfiles import clean_text, read_json, truncation_warning
 
 _NEG_INF = np.float32(-1e9)
 CONFIG_FILE = "config.json"
@@ -37,19 +38,30 @@ def _top(values, k):
     return np.argsort(-values, axis=1, kind="stable")[:, :k]
 
 
+def _session(path, options):
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path} does not exist; export the model again.")
+    try:
+        return onnxruntime.InferenceSession(path, options)
+    except Exception as error:  # onnxruntime raises its own types for damaged graphs
+        raise ValueError(f"Cannot load {path}: {str(error).splitlines()[0]}; the file is damaged: "
+                         "export the model again.") from None
+
+
 class OnnxSearch:
     """Searches with `encoder.onnx` and `decoder_step.onnx` from `directory`
     (written by `keras_transformer.export`, with its `config.json`)."""
 
     def __init__(self, directory, threads=None):
-        with open(os.path.join(directory, CONFIG_FILE)) as file:
-            self.config = json.load(file)
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"{directory} is not a folder; give the onnx/ folder of an "
+                                    "export (export/export_model.py).")
+        self.config = read_json(os.path.join(directory, CONFIG_FILE))
         options = onnxruntime.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
-        self.encoder = onnxruntime.InferenceSession(os.path.join(directory, "encoder.onnx"), options)
-        self.decoder_step = onnxruntime.InferenceSession(
-            os.path.join(directory, "decoder_step.onnx"), options)
+        self.encoder = _session(os.path.join(directory, "encoder.onnx"), options)
+        self.decoder_step = _session(os.path.join(directory, "decoder_step.onnx"), options)
         self.layers = self.config["num_decoder_layers"]
         # Exports made before the special ids were configurable use ours.
         self.pad_id = self.config.get("pad_id", special_ids.PAD_ID)
@@ -150,7 +162,11 @@ class SentencePieceText:
     ids 0-3), the interface `OnnxTranslator` needs."""
 
     def __init__(self, path):
-        self.processor = sentencepiece.SentencePieceProcessor(model_file=path)
+        self.processor = sentencepiece.SentencePieceProcessor()
+        try:
+            self.processor.Load(model_file=path)
+        except (OSError, RuntimeError) as error:
+            raise ValueError(f"Cannot load the tokenizer model {path}: {error}") from None
 
     def encode(self, text):
         """Source ids, without the end token."""
@@ -180,8 +196,10 @@ def text_tokenizer(directory):
 
 class OnnxTranslator:
     """Text in, text out over the ONNX graphs, with the same rules as
-    `keras_transformer.decoding.Translator` (blank input gives "", input
-    longer than the model accepts is cut to its `max_length - 1` tokens)."""
+    `keras_transformer.decoding.Translator`: str or bytes in, invalid UTF-8
+    becomes U+FFFD and NUL a space, blank input gives "", input longer than
+    the model accepts is cut to its `max_length - 1` tokens with a
+    `TruncationWarning` naming it."""
 
     def __init__(self, directory, tokenizer_path=None, threads=None):
         self.search = OnnxSearch(directory, threads)
@@ -190,7 +208,11 @@ class OnnxTranslator:
 
     def encode(self, sentences):
         limit = self.search.config["max_length"] - 1
-        pieces = [self.tokenizer.encode(s)[:limit] for s in sentences]
+        pieces = [self.tokenizer.encode(clean_text(s)) for s in sentences]
+        too_long = [i for i, ids in enumerate(pieces) if len(ids) > limit]
+        if too_long:
+            warnings.warn(truncation_warning(too_long, limit), stacklevel=3)
+        pieces = [list(ids[:limit]) for ids in pieces]
         source = np.full((len(pieces), max(len(p) for p in pieces) + 1), self.search.pad_id,
                          np.int32)
         for row, ids in enumerate(pieces):

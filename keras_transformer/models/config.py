@@ -7,6 +7,7 @@ import json
 import keras
 
 from keras_transformer.layers.positional_encoding import STYLES as SINUSOIDS
+from keras_transformer.textfiles import read_json
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
 
@@ -211,6 +212,19 @@ class TransformerConfig:
     @classmethod
     def from_json(cls, text):
         return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_file(cls, path):
+        """The config in a JSON file (a run's `config.json`), with errors
+        that name the file."""
+        values = read_json(path)
+        if not isinstance(values, dict):
+            raise ValueError(f"{path} must hold a JSON object of TransformerConfig fields; the "
+                             "file is damaged: restore or recreate it.")
+        try:
+            return cls.from_dict(values)
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"{path}: {error}") from None
 
 
 def _parse_value(name, text, annotation):

@@ -15,7 +15,7 @@ Formats, told apart by their files:
 import json
 import os
 
-from keras_transformer.output_folders import write_folder
+from keras_transformer.textfiles import check_output, replace_folder
 
 HF_PREFIX = "hf://"
 # What a download fetches: configs, vocabularies, tokenizer models and
@@ -96,18 +96,18 @@ def save_run(model, tokenizer, output_dir, source=None, overwrite=False):
     `export/export_model.py`, `Translator.from_directory` and `train.py
     --init-from` read it like a training run.
 
-    The folder is written whole or not at all (`output_folders.write_folder`):
-    an interrupted import leaves nothing behind, and an existing folder is
-    only replaced with `overwrite`.
+    Everything is written to a temporary folder beside `output_dir` and
+    moved into place at the end: an interrupted import leaves nothing
+    behind, and an existing folder is only replaced with `overwrite`.
     """
-    def fill(folder):
-        with open(os.path.join(folder, "config.json"), "w") as file:
+    output_dir = check_output(output_dir, overwrite, folder=True,
+                              option="overwrite=True (--overwrite)")
+    with replace_folder(output_dir, prefix=".import-") as scratch:
+        with open(os.path.join(scratch, "config.json"), "w") as file:
             file.write(model.config.to_json())
-        tokenizer.save(folder)
-        model.save(os.path.join(folder, "averaged.keras"))
-        with open(os.path.join(folder, "pretrained.json"), "w") as file:
+        tokenizer.save(scratch)
+        model.save(os.path.join(scratch, "averaged.keras"))
+        with open(os.path.join(scratch, "pretrained.json"), "w") as file:
             json.dump({"source": source, "source_vocab_size": model.source_vocab_size,
                        "target_vocab_size": model.target_vocab_size}, file, indent=2)
-
-    write_folder(output_dir, fill, overwrite, prefix=".import-")
-    return os.path.abspath(output_dir)
+    return output_dir

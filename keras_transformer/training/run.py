@@ -21,10 +21,11 @@ learning-rate schedule of `fine_tuning_recipe`. A resumed fine-tuning run
 continues from its own checkpoints.
 """
 
+import contextlib
 import dataclasses
 import itertools
-import json
 import os
+import shutil
 import tempfile
 import time
 
@@ -35,6 +36,13 @@ import tensorflow as tf
 from keras_transformer import data
 from keras_transformer.evaluation import BleuValidator
 from keras_transformer.models import PRESETS, TransformerConfig, transformer
+from keras_transformer.textfiles import (
+    check_output,
+    clean_text,
+    replace_file,
+    replace_path,
+    write_json,
+)
 from keras_transformer.training.checkpoints import (
     CheckpointCallback,
     average_checkpoints,
@@ -121,8 +129,7 @@ def resolve_config(options):
     if options.batch_tokens:
         config = config.replace(batch_tokens=options.batch_tokens)
     if os.path.exists(saved):
-        with open(saved) as file:
-            existing = TransformerConfig.from_json(file.read())
+        existing = TransformerConfig.from_file(saved)
         if existing != config:
             changed = sorted(k for k, v in config.to_dict().items() if existing.to_dict()[k] != v)
             raise ValueError(
@@ -137,8 +144,7 @@ def _init_run_config(run_dir):
     if not os.path.isfile(path):
         raise ValueError(f"--init-from {run_dir!r}: no config.json there; give a training run "
                          "or a folder written by examples/import_pretrained.py.")
-    with open(path) as file:
-        return TransformerConfig.from_json(file.read())
+    return TransformerConfig.from_file(path)
 
 
 def _init_weights(run_dir):
@@ -181,9 +187,16 @@ def _resume_step(checkpoint_dir):
     latest = tf.train.latest_checkpoint(checkpoint_dir)
     if latest is None:
         return 0
-    counters = [name for name, _ in tf.train.list_variables(latest)
-                if name.startswith("optimizer/") and "_iterations/" in name]
-    return max(int(tf.train.load_variable(latest, name)) for name in counters)
+    try:
+        counters = [name for name, _ in tf.train.list_variables(latest)
+                    if name.startswith("optimizer/") and "_iterations/" in name]
+        return max(int(tf.train.load_variable(latest, name)) for name in counters)
+    except Exception as error:  # TensorFlow's reader raises many types for a damaged file
+        message = getattr(error, "message", None) or str(error) or type(error).__name__
+        raise ValueError(f"Cannot resume from the checkpoint {latest} ({message.splitlines()[0]}); "
+                         f"it is damaged: delete its files, and its lines in "
+                         f"{checkpoint_dir}/checkpoint, to resume from the one before, or use a "
+                         "new --output folder.") from None
 
 
 def run_training(options):
@@ -205,19 +218,39 @@ def _train(options):
     strategy = make_strategy(options.strategy)
     chief = is_chief(strategy)
     config = resolve_config(options)
-    os.makedirs(options.output_dir, exist_ok=True)
     corpus = data.corpus(options.dataset, options.source_language, options.target_language,
                          data_dir=options.data_dir, ding_path=options.ding_path)
-    tokenizer = prepare_tokenizer(options, corpus, chief)
-    checkpoint_dir = os.path.join(options.output_dir, "checkpoints")
-    start = _resume_step(checkpoint_dir)
-    # Fine-tuning starts from the initial run's weights; a resumed run
-    # restores its own checkpoint instead (and needs no initial run).
-    initial_weights = _init_weights(options.init_from) if options.init_from and not start else None
-    if chief:
-        with open(os.path.join(options.output_dir, "config.json"), "w") as file:
-            file.write(config.to_json())
+    with _removed_if_setup_fails(options.output_dir, chief):
+        tokenizer = prepare_tokenizer(options, corpus, chief)
+        start = _resume_step(os.path.join(options.output_dir, "checkpoints"))
+        # Fine-tuning starts from the initial run's weights; a resumed run
+        # restores its own checkpoint instead (and needs no initial run).
+        initial_weights = _init_weights(options.init_from) if options.init_from and not start else None
+        if chief:
+            with replace_file(os.path.join(options.output_dir, "config.json")) as file:
+                file.write(config.to_json())
+    return _train_from(options, strategy, chief, config, corpus, tokenizer, start, initial_weights)
 
+
+@contextlib.contextmanager
+def _removed_if_setup_fails(output_dir, chief):
+    """Creates the run's folder; if the block fails or is interrupted and
+    the folder was new, removes it again, so that a bad dataset or option
+    leaves no empty or half-prepared run behind (an existing run folder,
+    being resumed, is left as it was)."""
+    check_output(output_dir, overwrite=True, folder=True)
+    created = not os.path.exists(output_dir)
+    os.makedirs(output_dir, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        if created and chief:
+            shutil.rmtree(output_dir, ignore_errors=True)
+        raise
+
+
+def _train_from(options, strategy, chief, config, corpus, tokenizer, start, initial_weights):
+    checkpoint_dir = os.path.join(options.output_dir, "checkpoints")
     steps = options.steps or config.train_steps
     replicas = strategy.num_replicas_in_sync
     micro_batch_tokens = config.batch_tokens // options.accumulation_steps
@@ -234,8 +267,8 @@ def _train(options):
         batch_multiple=replicas, pad_id=config.pad_id,
     ).cache()
     sample = list(validation_pairs.take(options.bleu_sentences).as_numpy_iterator())
-    validators = [BleuValidator(tokenizer, [s.decode() for s, _ in sample],
-                                [t.decode() for _, t in sample])] if sample else []
+    validators = [BleuValidator(tokenizer, [clean_text(s) for s, _ in sample],
+                                [clean_text(t) for _, t in sample])] if sample else []
 
     with strategy.scope():
         model = transformer(config, tokenizer.vocab_size, tokenizer.target_vocab_size)
@@ -268,10 +301,10 @@ def _train(options):
         "last_logs": history[-1] if history else None,
     }
     if chief:
-        model.save(os.path.join(options.output_dir, "model.keras"))
+        with replace_path(os.path.join(options.output_dir, "model.keras")) as path:
+            model.save(path)
         summary["averaged_checkpoints"] = average_run(options.output_dir, last=keep, model=model)
-        with open(os.path.join(options.output_dir, "run.json"), "w") as file:
-            json.dump(summary, file, indent=2, default=str)
+        write_json(os.path.join(options.output_dir, "run.json"), summary)
         print(f"Saved model.keras and averaged.keras in {options.output_dir}.")
     return summary
 
@@ -284,14 +317,15 @@ def average_run(output_dir, last=None, model=None, output_file="averaged.keras")
     averaged. The file is written to a temporary name and moved into place.
     """
     if model is None:
-        model = keras.models.load_model(os.path.join(output_dir, "model.keras"), safe_mode=True)
+        from keras_transformer.decoding.translator import load_transformer
+
+        model = load_transformer(os.path.join(output_dir, "model.keras"))
     last = last or model.config.average_checkpoints
     paths = checkpoint_paths(os.path.join(output_dir, "checkpoints"))[-last:]
     average_checkpoints(model, paths)
     target = os.path.join(output_dir, output_file)
-    partial = target + ".partial.keras"
-    model.save(partial)
-    os.replace(partial, target)
+    with replace_path(target) as partial:
+        model.save(partial)
     print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) "
           f"into {target}.")
     return paths

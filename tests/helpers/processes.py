@@ -7,10 +7,14 @@ import subprocess
 import sys
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(TESTS)
 
 
 def environment(**extra):
-    env = dict(os.environ, PYTHONPATH=TESTS, TF_CPP_MIN_LOG_LEVEL="2")
+    # The checkout's package first, then the test helpers: a process started
+    # by a test runs the code under test even where another checkout of the
+    # package is installed.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, TESTS]), TF_CPP_MIN_LOG_LEVEL="2")
     env.update({key: str(value) for key, value in extra.items()})
     return env
 

@@ -1,0 +1,107 @@
+"""What every command (`examples/*.py`, `export/export_model.py`) does with
+bad input: a one-line error and exit status 1 (argparse's usage errors: 2),
+warnings as one line each on standard error, and on Ctrl-C a one-line note
+and exit status 130. Plain Python: a command can check its arguments and
+files before it imports TensorFlow.
+
+    if __name__ == "__main__":
+        cli.run(main)
+"""
+
+import argparse
+import math
+import os
+import sys
+import warnings
+
+INTERRUPTED = "nothing was written; earlier output is unchanged"
+
+
+def program():
+    return os.path.basename(sys.argv[0]) or "keras_transformer"
+
+
+def one_line(error):
+    """An exception's message on one line."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def warn(message):
+    """Prints `PROGRAM: warning: MESSAGE` on standard error."""
+    print(f"{program()}: warning: {one_line(message)}", file=sys.stderr, flush=True)
+
+
+def overlong_lines(name, numbers, limit, refuse):
+    """Input lines (1-based `numbers` of the file `name`) longer than the
+    model's `limit` tokens: raises a ValueError naming them when `refuse`,
+    else warns that they were cut."""
+    if not numbers:
+        return
+    from keras_transformer.textfiles import describe_lines
+
+    lines = f"{name}: {describe_lines(numbers)} exceeded the model's {limit} tokens"
+    if refuse:
+        raise ValueError(f"{lines}; shorten or split them, or leave out --overlong error to cut "
+                         "them.")
+    warn(f"{lines}; only their first {limit} tokens were translated.")
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    warn(message)
+
+
+def run(main, interrupted=INTERRUPTED):
+    """Calls `main()` with the package's rules for errors and interruption.
+
+    ValueError, OSError (missing files, FileExistsError, ...) and ImportError
+    are the errors bad input raises in this package; they end the command
+    with `PROGRAM: error: MESSAGE` on one line. Ctrl-C ends it with
+    `PROGRAM: interrupted; <interrupted>` and status 130. Python warnings
+    print as `PROGRAM: warning: MESSAGE`.
+    """
+    warnings.showwarning = _show_warning
+    try:
+        main()
+    except KeyboardInterrupt:
+        print(f"\n{program()}: interrupted; {interrupted}", file=sys.stderr, flush=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        # The reader of standard output went away (`... | head`): stop quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    except (ValueError, OSError, ImportError) as error:
+        print(f"{program()}: error: {one_line(error)}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+def _number(kind, lowest, text, inclusive):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    if value < lowest or (value == lowest and not inclusive):
+        relation = ">=" if inclusive else ">"
+        raise argparse.ArgumentTypeError(f"must be {relation} {lowest}, got {text}")
+    return value
+
+
+def positive_int(text):
+    """argparse type: an integer >= 1."""
+    return _number(int, 1, text, inclusive=True)
+
+
+def non_negative_int(text):
+    """argparse type: an integer >= 0."""
+    return _number(int, 0, text, inclusive=True)
+
+
+def positive_float(text):
+    """argparse type: a number > 0."""
+    return _number(float, 0.0, text, inclusive=False)
+
+
+def non_negative_float(text):
+    """argparse type: a number >= 0."""
+    return _number(float, 0.0, text, inclusive=True)

@@ -1,0 +1,235 @@
+"""Bad input at the command line, each command run as a user runs it (a
+subprocess): a one-line error on standard error and a non-zero status, or
+warnings that name the lines while the rest is processed; never a
+traceback, and never a lost or half-written file the user already had."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import warnings
+
+
+from helpers import processes
+from keras_transformer.decoding import Translator
+from keras_transformer.textfiles import TruncationWarning
+
+GOOD = ["Das Haus ist groß.", "der Baum und das Haus", "Hier war ein Haus nicht klein."]
+LONG = "Haus Baum groß " * 1000  # 15,000 characters
+
+
+def command(script, *args, stdin=b"", timeout=300):
+    """Runs a script of the checkout; returns (status, stdout bytes, our stderr lines)."""
+    result = subprocess.run([sys.executable, os.path.join(processes.ROOT, script), *map(str, args)],
+                            input=stdin, capture_output=True, env=processes.environment(),
+                            timeout=timeout)
+    return result.returncode, result.stdout, _messages(result.stderr.decode("utf-8", "replace"))
+
+
+def _messages(stderr):
+    assert "Traceback" not in stderr, stderr[-3000:]
+    # Only the commands' own lines ("translate.py: ..."); TensorFlow logs too.
+    return [line for line in stderr.splitlines() if line.split(": ", 1)[0].endswith(".py")]
+
+
+def _error(result, *fragments):
+    """`command`'s result: a failure with exactly one error line, holding
+    every fragment."""
+    status, _, lines = result
+    errors = [line for line in lines if ": error: " in line]
+    assert status != 0 and len(errors) == 1, lines
+    for fragment in fragments:
+        assert fragment in errors[0], errors[0]
+    return errors[0]
+
+
+def _earlier_output(tmp_path, name="out.txt"):
+    path = tmp_path / name
+    path.write_text("an earlier translation\n")
+    return path
+
+
+def _expected(run, lines):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncationWarning)
+        return Translator.from_directory(str(run)).translate(lines)
+
+
+def test_translate_repairs_a_damaged_file_and_names_the_lines(small_run, tmp_path):
+    source = tmp_path / "de.txt"
+    source.write_bytes(b"\xef\xbb\xbf" + GOOD[0].encode() + b"\r\n"   # 1: BOM, CRLF
+                       + b"Stra\xdfe und Haus\r\n"                      # 2: Latin-1 byte
+                       + b"\r\n"                                        # 3: empty
+                       + b"   \n"                                       # 4: blank
+                       + b"Haus\x00Baum\n"                              # 5: NUL
+                       + LONG.encode() + b"\n"                          # 6: over-long
+                       + GOOD[1].encode() + b"\n"
+                       + GOOD[2].encode())                              # 8: no final LF
+    output = _earlier_output(tmp_path)
+    status, stdout, messages = command("examples/translate.py", small_run, "--input", source,
+                                       "--output", output, "--overwrite")
+    assert status == 0 and stdout == b""
+    name = str(source)
+    assert messages == [
+        f"translate.py: warning: {name}: line 2 had bytes that are not UTF-8; they were replaced "
+        "with U+FFFD",
+        f"translate.py: warning: {name}: line 5 had NUL bytes; they were read as spaces",
+        f"translate.py: warning: {name}: line 6 exceeded the model's 23 tokens; only their first "
+        "23 tokens were translated."]
+    translated = output.read_bytes().decode("utf-8").split("\n")
+    assert translated[-1] == "" and len(translated) == 9  # one line per input line, LF-ended
+    expected = _expected(small_run, [GOOD[0], "Stra\ufffde und Haus", "", "   ", "Haus Baum", LONG,
+                                     GOOD[1], GOOD[2]])
+    assert translated[:-1] == expected
+    assert translated[2] == translated[3] == "" and len(set(translated)) > 3
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".")]
+
+
+def test_translate_reads_invalid_utf8_from_standard_input(small_run):
+    status, stdout, messages = command("examples/translate.py", small_run,
+                                       stdin=b"Das Haus\n\xff\xfe Baum\nder Baum\n")
+    assert status == 0
+    assert messages == ["translate.py: warning: standard input: line 2 had bytes that are not "
+                        "UTF-8; they were replaced with U+FFFD"]
+    assert stdout.decode().split("\n") == _expected(small_run, ["Das Haus", "\ufffd\ufffd Baum",
+                                                                "der Baum"]) + [""]
+
+
+def test_translate_checks_its_files_before_any_work(small_run, tmp_path):
+    output = _earlier_output(tmp_path)
+    source = tmp_path / "de.txt"
+    source.write_text("Das Haus\n")
+    translate = ["examples/translate.py", small_run, "--input", source]
+    _error(command(*translate, "--output", output), f"{output} exists; pass --overwrite")
+    _error(command(*translate, "--output", tmp_path / "missing" / "en.txt"),
+           "folder", "missing does not exist; create it first")
+    _error(command(*translate, "--output", source / "en.txt"), "de.txt is not a folder")
+    _error(command("examples/translate.py", small_run, "--input", tmp_path / "nothing.txt"),
+           "nothing.txt does not exist")
+    utf16 = tmp_path / "utf16.txt"
+    utf16.write_bytes("Das Haus\n".encode("utf-16"))
+    _error(command("examples/translate.py", small_run, "--input", utf16),
+           "utf16.txt is UTF-16 text", "iconv -f UTF-16 -t UTF-8")
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    status, stdout, messages = command("examples/translate.py", small_run, "--input", empty)
+    assert status == 0 and stdout == b"" and messages == [
+        f"translate.py: warning: {empty} is empty; there is nothing to translate"]
+    status, _, _ = command(*translate, "--beam-size", "0")
+    assert status == 2  # argparse's usage error
+    _error(command("examples/translate.py", tmp_path / "no-run", "--input", source),
+           "no-run is not a folder")
+    assert output.read_text() == "an earlier translation\n"
+
+
+def test_translate_refuses_overlong_lines_when_asked_before_translating(small_run, tmp_path):
+    source = tmp_path / "de.txt"
+    source.write_text(f"{GOOD[0]}\n{LONG}\n{GOOD[1]}\n{LONG}\n")
+    output = _earlier_output(tmp_path)
+    _error(command("examples/translate.py", small_run, "--input", source, "--output", output,
+                    "--overwrite", "--overlong", "error"),
+           f"{source}: lines 2 and 4 exceeded the model's 23 tokens", "shorten or split them")
+    assert output.read_text() == "an earlier translation\n"
+
+
+def test_ctrl_c_while_translating_keeps_the_earlier_output(small_run, tmp_path):
+    source = tmp_path / "de.txt"
+    # One over-long line: its warning is the last thing printed before the
+    # translation starts.
+    source.write_text("\n".join([LONG] + [f"{GOOD[i % 3]} {i}" for i in range(3000)]) + "\n")
+    output = _earlier_output(tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, os.path.join(processes.ROOT, "examples/translate.py"), str(small_run),
+         "--input", str(source), "--output", str(output), "--overwrite"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=processes.environment(), text=True)
+    seen = []
+    for line in process.stderr:
+        seen.append(line)
+        if "exceeded the model's" in line:
+            break
+    process.send_signal(signal.SIGINT)
+    _, rest = process.communicate(timeout=120)
+    assert process.returncode == 130, "".join(seen) + rest
+    assert _messages(rest)[-1] == ("translate.py: interrupted; nothing was written; earlier "
+                                   "output is unchanged")
+    assert output.read_text() == "an earlier translation\n"
+    assert sorted(os.listdir(tmp_path)) == ["de.txt", "out.txt"]
+
+
+def test_evaluate_refuses_files_of_different_lengths_before_translating(small_run, tmp_path):
+    source, reference = tmp_path / "src.de", tmp_path / "ref.en"
+    source.write_text("Das Haus ist groß.\nder Baum\n")
+    reference.write_text("The house is big.\n")
+    result = command("examples/evaluate.py", small_run, "--source-file", source,
+                     "--reference-file", reference)
+    _error(result, f"{source} has 2 lines but {reference} has 1", "give files of equal length")
+    assert b"BLEU" not in result[1]
+    source.write_text("")
+    reference.write_text("")
+    _error(command("examples/evaluate.py", small_run, "--source-file", source,
+                    "--reference-file", reference), "are empty; nothing to score")
+    # An imported model's folder has no run.json: no dataset to fall back on.
+    _error(command("examples/evaluate.py", small_run), "run.json does not exist",
+           "give --source-file and --reference-file")
+
+
+def test_evaluate_scores_every_line_and_names_the_repaired_ones(small_run, tmp_path):
+    source, reference = tmp_path / "src.de", tmp_path / "ref.en"
+    source.write_bytes(b"Das Haus ist gro\xdf.\r\n\r\nder Baum\r\n")
+    reference.write_bytes(b"\xef\xbb\xbfThe house is big.\r\n\r\nthe tree\r\n")
+    status, stdout, messages = command("examples/evaluate.py", small_run, "--source-file", source,
+                                       "--reference-file", reference)
+    assert status == 0 and "(3 sentences)" in stdout.decode()
+    assert messages == [f"evaluate.py: warning: {source}: line 1 had bytes that are not UTF-8; "
+                        "they were replaced with U+FFFD"]
+
+
+def test_train_with_a_bad_dataset_leaves_no_folder_and_keeps_an_existing_one(tmp_path):
+    new = tmp_path / "run"
+    _error(command("examples/train.py", "--output", new, "--dataset", "nonexistent"),
+           "Unknown dataset 'nonexistent'")
+    assert not new.exists()
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    (existing / "notes.txt").write_text("mine")
+    _error(command("examples/train.py", "--output", existing, "--dataset", "nonexistent"),
+           "Unknown dataset 'nonexistent'")
+    assert os.listdir(existing) == ["notes.txt"]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.tsv").write_text("Haus\thouse\n")
+    _error(command("examples/train.py", "--output", existing / "notes.txt", "--dataset", data),
+           "notes.txt is a file; give a folder path")
+    assert (existing / "notes.txt").read_text() == "mine"
+    status, _, _ = command("examples/train.py", "--output", new, "--steps", "-3")
+    assert status == 2 and not new.exists()
+
+
+def test_export_and_import_refuse_an_existing_output_before_reading_anything(small_run, tmp_path):
+    existing = tmp_path / "export"
+    existing.mkdir()
+    (existing / "keep.txt").write_text("earlier export")
+    _error(command("export/export_model.py", tmp_path / "no-run", "--output", existing),
+           f"{existing} exists; pass --overwrite")
+    _error(command("examples/import_pretrained.py", tmp_path / "no-model", "--output", existing),
+           f"{existing} exists; pass --overwrite")
+    assert os.listdir(existing) == ["keep.txt"]
+    _error(command("export/export_model.py", tmp_path / "no-run", "--output", tmp_path / "new"),
+           "no-run is not a folder")
+    damaged = tmp_path / "damaged-run"
+    shutil.copytree(small_run, damaged)
+    (damaged / "model.keras").write_bytes(b"")
+    _error(command("export/export_model.py", damaged, "--output", existing, "--overwrite"),
+           "Cannot load the model", "model.keras")
+    assert os.listdir(existing) == ["keep.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["damaged-run", "export"]
+
+
+def test_other_commands_refuse_existing_outputs_and_missing_runs(small_run, tmp_path):
+    picture = tmp_path / "attention.png"
+    picture.write_bytes(b"an earlier picture")
+    _error(command("examples/visualize_attention.py", small_run, "Das Haus", "--output", picture),
+           f"{picture} exists; pass --overwrite")
+    assert picture.read_bytes() == b"an earlier picture"
+    _error(command("examples/average_checkpoints.py", tmp_path / "no-run"), "no-run is not a folder")
