@@ -129,8 +129,7 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
             initializer=self.initializer,
         )
 
-    def call(self, inputs, start_index=0):
-        length = inputs.shape[1]
+    def _check_length(self, length, start_index=0):
         if isinstance(length, int) and isinstance(start_index, int):
             if start_index + length > self.max_length:
                 raise ValueError(
@@ -138,6 +137,16 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
                     f"LearnedPositionalEmbedding has only max_length={self.max_length}; "
                     "shorten the input or build the layer with a larger max_length."
                 )
+
+    def compute_output_spec(self, inputs, start_index=0):
+        # Given, so that Keras need not run `call` on symbolic inputs: the
+        # PyTorch backend does that with a stand-in size (83) for unknown
+        # lengths, which could exceed `max_length`.
+        self._check_length(inputs.shape[1], start_index)
+        return keras.KerasTensor(inputs.shape, inputs.dtype)
+
+    def call(self, inputs, start_index=0):
+        self._check_length(inputs.shape[1], start_index)
         length = ops.shape(inputs)[1]
         positions = ops.arange(length) + start_index
         table = ops.take(self.position_embeddings, positions, axis=0)

@@ -54,7 +54,19 @@ class Transformer(keras.Model):
             )
         _check_special_ids(config, source_vocab_size, target_vocab_size)
         self._pad_id = config.pad_id
-        self._create_layers(config, source_vocab_size, target_vocab_size)
+        layers = self._create_layers(config, source_vocab_size, target_vocab_size)
+        # `encode` and `decode` trace the functional graph from these
+        # attributes before `keras.Model.__init__`, which takes the graph's
+        # outputs. On the PyTorch backend a Keras layer is a `torch.nn.Module`,
+        # which refuses sub-modules as attributes until its own `__init__` has
+        # run; so here the layers pass Keras' tracking only (the tracker that
+        # setting `_pad_id` created; as `Layer.__setattr__` would, in this
+        # order, which is the order of `model.weights` and so of the
+        # optimizer's slots in training checkpoints), and are set again the
+        # ordinary way once the model is initialised, for PyTorch to register
+        # them too.
+        for name, layer in layers.items():
+            object.__setattr__(self, name, self._tracker.track(layer))
         source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
         target_ids = keras.Input(shape=(None,), dtype="int32", name="target_ids")
         logits = self.decode(target_ids, self.encode(source_ids), source_ids)
@@ -63,11 +75,17 @@ class Transformer(keras.Model):
             outputs=logits,
             **kwargs,
         )
+        for name, layer in layers.items():
+            setattr(self, name, layer)
         self.config = config
         self.source_vocab_size = source_vocab_size
         self.target_vocab_size = target_vocab_size
 
-    def _create_layers(self, config, source_vocab_size, target_vocab_size):
+    @staticmethod
+    def _create_layers(config, source_vocab_size, target_vocab_size):
+        """The model's layers by attribute name (the final norms are None in
+        a post-norm model)."""
+
         def embedding(vocab_size, name, output=True):
             # Padding is masked explicitly from the ids, not through Keras
             # masks, so that no mask leaks into the loss or the exports.
@@ -110,20 +128,24 @@ class Transformer(keras.Model):
             return keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name=name)
 
         if config.shared_vocabulary:
-            self.source_embedding = self.target_embedding = embedding(
-                source_vocab_size, "shared_embedding"
-            )
+            source_embedding = target_embedding = embedding(source_vocab_size, "shared_embedding")
         else:
-            self.source_embedding = embedding(source_vocab_size, "source_embedding", output=False)
-            self.target_embedding = embedding(target_vocab_size, "target_embedding")
-        self.source_positions = positions("source_positions")
-        self.target_positions = positions("target_positions")
-        self.source_dropout = keras.layers.Dropout(config.dropout, name="source_dropout")
-        self.target_dropout = keras.layers.Dropout(config.dropout, name="target_dropout")
-        self.encoder_layers = stack(TransformerEncoderLayer, config.num_encoder_layers, "encoder_layer")
-        self.decoder_layers = stack(TransformerDecoderLayer, config.num_decoder_layers, "decoder_layer")
-        self.encoder_norm = final_norm("encoder_norm")
-        self.decoder_norm = final_norm("decoder_norm")
+            source_embedding = embedding(source_vocab_size, "source_embedding", output=False)
+            target_embedding = embedding(target_vocab_size, "target_embedding")
+        return {
+            "source_embedding": source_embedding,
+            "target_embedding": target_embedding,
+            "source_positions": positions("source_positions"),
+            "target_positions": positions("target_positions"),
+            "source_dropout": keras.layers.Dropout(config.dropout, name="source_dropout"),
+            "target_dropout": keras.layers.Dropout(config.dropout, name="target_dropout"),
+            "encoder_layers": stack(TransformerEncoderLayer, config.num_encoder_layers,
+                                    "encoder_layer"),
+            "decoder_layers": stack(TransformerDecoderLayer, config.num_decoder_layers,
+                                    "decoder_layer"),
+            "encoder_norm": final_norm("encoder_norm"),
+            "decoder_norm": final_norm("decoder_norm"),
+        }
 
     # ----------------------------------------------------------------- halves
 

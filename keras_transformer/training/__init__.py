@@ -1,8 +1,17 @@
-"""The paper's training recipe on `tf.distribute` (TensorFlow only).
+"""The paper's training recipe.
 
+On any Keras backend (`keras.ops` only; importing them imports no TensorFlow):
 - `LabelSmoothedCrossEntropy`, `token_statistics`: the loss and metrics.
-- `TransformerSchedule`, `paper_optimizer`, `FusedAdam`: Adam and the warmup
-  schedule.
+- `TransformerSchedule`, `paper_optimizer`, `fine_tuning_recipe`: Adam and
+  the warmup schedule. With these, `model.compile(optimizer=
+  paper_optimizer(config), loss=LabelSmoothedCrossEntropy(...))` and
+  `model.fit` train a `Transformer` on one device with plain Keras.
+
+On `tf.distribute` (TensorFlow only, imported on first use, so that the
+names above stay importable where the backend is JAX or PyTorch):
+- `FusedAdam`: Keras' Adam with TensorFlow's fused update kernel, which
+  `paper_optimizer` returns on the TensorFlow backend (imported with this
+  package there).
 - `make_strategy`, `set_precision`: one device, several GPUs, several
   machines, TPUs; float32, mixed_float16, mixed_bfloat16.
 - `Trainer`: the distributed training loop, with gradient accumulation.
@@ -10,27 +19,54 @@
   checkpoints and the paper's checkpoint averaging.
 """
 
-from keras_transformer.training.checkpoints import (
-    CheckpointCallback,
-    average_checkpoints,
-    checkpoint_paths,
-)
-from keras_transformer.training.distribution import (
-    PRECISIONS,
-    STRATEGIES,
-    is_chief,
-    make_strategy,
-    set_precision,
-    simulate_cpu_devices,
-)
-from keras_transformer.training.fused_adam import FusedAdam
+import importlib
+
+import keras
+
 from keras_transformer.training.loss import LabelSmoothedCrossEntropy, token_statistics
 from keras_transformer.training.schedule import (
     TransformerSchedule,
     fine_tuning_recipe,
     paper_optimizer,
 )
-from keras_transformer.training.trainer import Trainer
+
+# A model compiled with `paper_optimizer` saves its optimizer as
+# "keras_transformer>FusedAdam" on TensorFlow. Loading it needs the name
+# registered: on TensorFlow by importing FusedAdam, elsewhere as Keras' Adam,
+# whose updates FusedAdam computes.
+if keras.backend.backend() == "tensorflow":
+    from keras_transformer.training.fused_adam import FusedAdam
+else:
+    keras.saving.get_custom_objects()["keras_transformer>FusedAdam"] = keras.optimizers.Adam
+
+# TensorFlow-only names and the modules that define them.
+_TENSORFLOW_ONLY = {
+    "CheckpointCallback": "checkpoints",
+    "average_checkpoints": "checkpoints",
+    "checkpoint_paths": "checkpoints",
+    "PRECISIONS": "distribution",
+    "STRATEGIES": "distribution",
+    "is_chief": "distribution",
+    "make_strategy": "distribution",
+    "set_precision": "distribution",
+    "simulate_cpu_devices": "distribution",
+    "FusedAdam": "fused_adam",
+    "Trainer": "trainer",
+}
+
+
+def __getattr__(name):
+    """Imports a TensorFlow-only name's module when the name is first used."""
+    if name not in _TENSORFLOW_ONLY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_TENSORFLOW_ONLY[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_TENSORFLOW_ONLY))
+
 
 __all__ = [
     "PRECISIONS",

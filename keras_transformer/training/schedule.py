@@ -6,14 +6,15 @@ eps = 1e-9, and the learning rate
 which rises linearly for `warmup_steps` steps, then decays with the inverse
 square root of the step. `fine_tuning_recipe` gives the same curve a short
 warmup and a low peak, for training on from pretrained weights.
+
+The schedule and the optimiser work on every Keras backend: `FusedAdam`,
+which needs TensorFlow, is imported only where the backend is TensorFlow.
 """
 
 import math
 
 import keras
 from keras import ops
-
-from keras_transformer.training.fused_adam import FusedAdam
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -49,10 +50,18 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def paper_optimizer(config):
-    """Adam (`FusedAdam`, Keras' Adam with TensorFlow's fused update) with
-    the paper's betas, epsilon and learning-rate schedule, all taken from a
-    `TransformerConfig`."""
-    return FusedAdam(
+    """Adam with the paper's betas, epsilon and learning-rate schedule, all
+    taken from a `TransformerConfig`.
+
+    On the TensorFlow backend this is `FusedAdam` (Keras' Adam updating with
+    TensorFlow's fused kernel: the same results, faster); on JAX and
+    PyTorch, `keras.optimizers.Adam` with the same arguments.
+    """
+    if keras.backend.backend() == "tensorflow":
+        from keras_transformer.training.fused_adam import FusedAdam as adam
+    else:
+        adam = keras.optimizers.Adam
+    return adam(
         learning_rate=TransformerSchedule(
             config.d_model, config.warmup_steps, config.learning_rate_scale
         ),
