@@ -23,7 +23,7 @@ COMPILED = "marian_ids"
 @pytest.fixture(scope="module")
 def exchange(tmp_path_factory):
     """Saves each small model here, then has every other backend load them
-    (one process per backend) and save them again. Returns the folder and
+    (a process per backend) and save them again. Returns the folder and
     `{name: (model, logits here)}`. The model with Marian's special ids is
     saved compiled with the paper's loss (padding id 39) and optimizer."""
     folder = tmp_path_factory.mktemp("exchange")
@@ -37,9 +37,12 @@ def exchange(tmp_path_factory):
         np.savez(folder / f"{name}.npz", source_ids=source, target_ids=target)
         model.save(folder / f"{name}.keras")
         models[name] = (model, numpy(model({"source_ids": source, "target_ids": target})))
-    for backend in others():
-        processes.run("helpers.backend_job", folder, *small_models(), timeout=300,
-                      KERAS_BACKEND=backend)
+    # The two other backends load them side by side.
+    jobs = [processes.start("helpers.backend_job", folder, *small_models(), KERAS_BACKEND=backend)
+            for backend in others()]
+    for job in jobs:
+        output, _ = job.communicate(timeout=300)
+        assert job.returncode == 0, output[-3000:]
     return folder, models
 
 

@@ -8,7 +8,7 @@ import pytest
 
 import reference
 from helpers.backends import VOCAB, batch, numpy, small_model, small_models
-from keras_transformer.models import Transformer, transformer_base
+from keras_transformer.models import Transformer
 
 
 @pytest.fixture(scope="module", params=sorted(small_models()))
@@ -105,8 +105,3 @@ def test_keras_file_round_trip(model, tmp_path):
     assert isinstance(loaded, Transformer) and loaded.config == model.config
     assert [w.path for w in loaded.weights] == [w.path for w in model.weights]
     np.testing.assert_array_equal(_logits(loaded, source, target), _logits(model, source, target))
-
-
-def test_the_base_model_has_the_papers_size():
-    # Table 3: 65M parameters with a 37,000-token shared vocabulary.
-    assert abs(transformer_base(37000).count_params() / 65e6 - 1) < 0.05
