@@ -64,10 +64,11 @@ def test_beam_of_one_is_exactly_greedy(reverse_model, alpha):
 @pytest.mark.parametrize("search", [greedy_search, beam_search])
 def test_cached_decoding_gives_exactly_the_uncached_result(reverse_model, search):
     sources = _sources(seed=8)
-    cached = search(reverse_model, sources)
     uncached = search(reverse_model, sources, use_cache=False)
-    np.testing.assert_array_equal(cached.tokens, uncached.tokens)
-    np.testing.assert_allclose(cached.scores, uncached.scores, rtol=1e-4)
+    for static_cache in (False, True):  # growing caches (the default), fixed-length ones
+        cached = search(reverse_model, sources, static_cache=static_cache)
+        np.testing.assert_array_equal(cached.tokens, uncached.tokens)
+        np.testing.assert_allclose(cached.scores, uncached.scores, rtol=1e-4)
 
 
 def test_trained_model_reverses_with_beam_search(reverse_model):
@@ -128,7 +129,9 @@ def test_n_best_is_sorted_and_respects_the_length_limit(reverse_model):
 def test_search_runs_in_tf_function_with_xla_and_a_tensor_beam_size(reverse_model):
     sources = tf.constant(_sources(seed=4))
     eager = beam_search(reverse_model, sources, beam_size=3)
-    compiled = tf.function(lambda s: beam_search(reverse_model, s, beam_size=3).tokens, jit_compile=True)
+    # XLA needs loop variables of fixed shapes: caches of the maximum length.
+    compiled = tf.function(lambda s: beam_search(reverse_model, s, beam_size=3,
+                                                 static_cache=True).tokens, jit_compile=True)
     np.testing.assert_array_equal(compiled(sources), eager.tokens)
     dynamic = tf.function(lambda s, k: beam_search(reverse_model, s, beam_size=k).tokens)
     np.testing.assert_array_equal(dynamic(sources, tf.constant(3)), eager.tokens)

@@ -7,9 +7,13 @@ the searches run inside a `tf.function`, compile with XLA, and go into an
 exported SavedModel that stock TensorFlow Serving can run.
 
 The encoder runs once. By default each step runs the decoder on the newest
-token only, reading and extending the fixed-shape key/value caches of
-`Transformer.decode_step`; `use_cache=False` re-runs the decoder over the
-whole prefix at every step instead (for comparison).
+token only, appending its keys and values to the self-attention caches of
+`Transformer.decode_step`, so that step t reads t + 1 cached positions.
+`static_cache=True` keeps caches of the maximum output length instead, which
+each step writes into: every loop variable then has a fixed shape, as XLA
+(`jit_compile=True`) requires, at the cost of attending over (masked) empty
+positions and copying the whole cache at every write. `use_cache=False`
+re-runs the decoder over the whole prefix at every step (for comparison).
 
 Beam search follows fairseq and Hugging Face: at each step the 2K best
 extensions are ranked by log-probability; those ending in the end token and
@@ -73,16 +77,18 @@ class _Decoder:
     """Next-token log-probabilities for `rows` hypotheses, with or without
     the key/value cache, and the reordering of its state between steps."""
 
-    def __init__(self, model, source_ids, copies, length, use_cache):
+    def __init__(self, model, source_ids, copies, length, use_cache, static_cache):
         self.model = model
         self.use_cache = use_cache
+        self.grow_cache = not static_cache
         config = model.config
         # The start token is banned unless it is also the end token (fairseq).
         banned = {config.pad_id, config.decoder_start_id} - {config.eos_id}
         self.banned = tf.reduce_max(tf.one_hot(sorted(banned), model.target_vocab_size), axis=0) > 0
         encoder_output = model.encode(source_ids, training=False)
         if use_cache:
-            self.state = model.initial_cache(encoder_output, source_ids, length, copies)
+            self.state = model.initial_cache(encoder_output, source_ids,
+                                             None if self.grow_cache else length, copies)
         else:
             # Every hypothesis of a sentence reads the same encoder output.
             self.source_ids = tf.repeat(source_ids, copies, axis=0)
@@ -92,7 +98,8 @@ class _Decoder:
         """`tokens` `(rows, length + 1)` holds each prefix; returns the
         log-probabilities of token `step + 1`, padding and start banned."""
         if self.use_cache:
-            logits, state = self.model.decode_step(tokens[:, step:step + 1], step, state)
+            logits, state = self.model.decode_step(tokens[:, step:step + 1], step, state,
+                                                   grow_cache=self.grow_cache)
         else:
             logits = self.model.decode(tokens[:, :step + 1], state["encoder_output"], self.source_ids)
         log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32))
@@ -108,7 +115,7 @@ class _Decoder:
 
 
 def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_length=None,
-                  use_cache=True):
+                  use_cache=True, static_cache=False):
     """Picks the most likely token at every step.
 
     The same tokens as `beam_search` with one beam (the tests check it), in
@@ -123,6 +130,8 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
         alpha: length penalty of the reported scores (default: the model's).
         decode_margin, max_output_length: see `output_limits`.
         use_cache: decode incrementally with the key/value cache.
+        static_cache: keep fixed-shape caches (needed under XLA; see the
+            module docstring).
 
     Returns:
         A `SearchResult` with one hypothesis per sentence.
@@ -133,7 +142,7 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
     batch = tf.shape(source_ids)[0]
     limits = output_limits(source_ids, model, decode_margin, max_output_length)
     length = tf.reduce_max(limits)
-    decoder = _Decoder(model, source_ids, 1, length, use_cache)
+    decoder = _Decoder(model, source_ids, 1, length, use_cache, static_cache)
     tokens = tf.concat([tf.fill([batch, 1], config.decoder_start_id),
                         tf.fill([batch, length], config.pad_id)], axis=1)
 
@@ -148,12 +157,10 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
         tokens = _write(tokens, step + 1, choice)
         return step + 1, tokens, log_prob, finished | (choice == config.eos_id), state
 
+    loop_vars = (0, tokens, tf.zeros([batch]), tf.zeros([batch], tf.bool), decoder.state)
     _, tokens, log_prob, _, _ = tf.while_loop(
         lambda step, tokens, log_prob, finished, state: ~tf.reduce_all(finished),
-        body,
-        (0, tokens, tf.zeros([batch]), tf.zeros([batch], tf.bool), decoder.state),
-        maximum_iterations=length,
-    )
+        body, loop_vars, maximum_iterations=length, shape_invariants=_free_shapes(loop_vars))
     tokens = tokens[:, 1:]
     lengths = tf.reduce_sum(tf.cast(tokens != config.pad_id, tf.int32), axis=1)
     scores = log_prob / length_penalty(lengths, alpha)
@@ -161,7 +168,7 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
 
 
 def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=None,
-                max_output_length=None, use_cache=True):
+                max_output_length=None, use_cache=True, static_cache=False):
     """Beam search with the GNMT length penalty (see the module docstring).
 
     Args:
@@ -172,6 +179,8 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
         alpha: length penalty (default: the model config's, 0.6).
         decode_margin, max_output_length: see `output_limits`.
         use_cache: decode incrementally with the key/value cache.
+        static_cache: keep fixed-shape caches (needed under XLA; see the
+            module docstring).
 
     Returns:
         A `SearchResult` with the K best finished hypotheses per sentence.
@@ -183,7 +192,7 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     batch = tf.shape(source_ids)[0]
     limits = output_limits(source_ids, model, decode_margin, max_output_length)
     length = tf.reduce_max(limits)
-    decoder = _Decoder(model, source_ids, k, length, use_cache)
+    decoder = _Decoder(model, source_ids, k, length, use_cache, static_cache)
     vocab = model.target_vocab_size
     # At the start all K beams hold the same prefix: keep only one alive.
     alive_log_probs = tf.tile(tf.concat([[0.0], tf.fill([k - 1], _NEG_INF)], 0)[None], [batch, 1])
@@ -237,19 +246,21 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     loop_vars = (0, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
                  finished_count, decoder.state)
     loop = tf.while_loop(not_done, body, loop_vars, maximum_iterations=length,
-                         shape_invariants=_batch_and_beam_free(loop_vars))
+                         shape_invariants=_free_shapes(loop_vars))
     finished, finished_scores, finished_log_probs = loop[3], loop[4], loop[5]
     return SearchResult(finished[:, :, 1:], finished_scores, finished_log_probs)
 
 
-def _batch_and_beam_free(loop_vars):
-    """Shape invariants that leave the first two dimensions (batch and beam,
-    or their product and the heads) free, so that `beam_size` may be a
-    tensor fed at run time."""
+def _free_shapes(loop_vars):
+    """Shape invariants that leave every dimension free but the head size of
+    the caches: the batch and beam (so that `beam_size` may be a tensor fed
+    at run time), and the length of the growing caches."""
 
     def relax(value):
         shape = tf.TensorShape(tf.convert_to_tensor(value).shape)
-        return tf.TensorShape([None] * min(shape.rank, 2) + shape[2:].as_list())
+        if shape.rank == 4:  # a cache: (rows, heads, length, head_dim)
+            return tf.TensorShape([None, None, None, shape[3]])
+        return tf.TensorShape([None] * shape.rank)
 
     return tf.nest.map_structure(relax, loop_vars)
 

@@ -52,6 +52,12 @@ class MultiHeadAttention(keras.layers.Layer):
             keys and values precomputed by `key_value_cache` (cross-attention)
             and `key`/`value` are ignored.
         cache_update_index: integer scalar, position of the first query row.
+        grow_cache: with a self-attention cache, append the new keys and
+            values to it (the cache then holds exactly the positions before
+            `cache_update_index`, and grows by the query length) instead of
+            writing them into a fixed-length cache. Attention then reads only
+            the positions written, and no slot is copied twice; a fixed
+            length is what XLA and ONNX Runtime's ScatterND need.
         return_attention_scores: also return the attention weights,
             `(batch, heads, target_length, source_length)`.
         value_mask, key_mask: Keras masks of `value` and `key`, filled in
@@ -197,6 +203,7 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask=False,
         cache=None,
         cache_update_index=None,
+        grow_cache=False,
         return_attention_scores=False,
         training=None,
         value_mask=None,
@@ -211,7 +218,11 @@ class MultiHeadAttention(keras.layers.Layer):
         else:
             keys = self._project(self.key_dense, key, self.key_dim)
             values = self._project(self.value_dense, value, self.value_dim)
-            if cache is not None:
+            if cache is not None and grow_cache:
+                keys = ops.concatenate([cache[0], _heads_first(keys)], axis=2)
+                values = ops.concatenate([cache[1], _heads_first(values)], axis=2)
+                cache = (keys, values)
+            elif cache is not None:
                 keys = self._write_cache(cache[0], keys, cache_update_index)
                 values = self._write_cache(cache[1], values, cache_update_index)
                 cache = (keys, values)

@@ -26,6 +26,9 @@ class TransformerDecoderLayer(TransformerLayerBase):
             `(batch, heads, max_length, head_dim)`, for incremental decoding,
             with `self_attention_cache_update_index`, the position of the first
             row of `decoder_sequence`.
+        grow_self_attention_cache: the self-attention cache holds exactly
+            the positions before `self_attention_cache_update_index`, and the
+            new positions are appended to it (see `MultiHeadAttention`).
         cross_attention_cache: `(keys, values)` from `cross_attention_cache()`,
             so that the encoder output is projected once, not at every step;
             `encoder_sequence` is then not needed, `encoder_padding_mask` is.
@@ -114,6 +117,7 @@ class TransformerDecoderLayer(TransformerLayerBase):
         use_causal_mask=True,
         self_attention_cache=None,
         self_attention_cache_update_index=None,
+        grow_self_attention_cache=False,
         cross_attention_cache=None,
         return_attention_scores=False,
         training=None,
@@ -131,6 +135,7 @@ class TransformerDecoderLayer(TransformerLayerBase):
             return self.self_attention(
                 x, x, value_mask=decoder_padding_mask, use_causal_mask=use_causal_mask,
                 cache=self_attention_cache, cache_update_index=self_attention_cache_update_index,
+                grow_cache=grow_self_attention_cache,
                 return_attention_scores=return_attention_scores, training=training,
             )
 

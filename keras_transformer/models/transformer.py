@@ -225,18 +225,21 @@ class Transformer(keras.Model):
 
     # ---------------------------------------------------- incremental decoding
 
-    def initial_cache(self, encoder_output, source_ids, max_length, hypotheses=1):
+    def initial_cache(self, encoder_output, source_ids, max_length=None, hypotheses=1):
         """The decoding state before the first step, for `hypotheses`
         decoder rows per sentence (the beam size; rows `i*hypotheses ...`
         belong to sentence i).
 
         Cross-attention keys and values are computed here, once, one row per
         sentence, which all of its hypotheses read (see
-        `TransformerDecoderLayer`). The self-attention caches are zeros of a
-        fixed shape `(batch * hypotheses, heads, max_length, head_dim)` so
-        that a decoding loop keeps static shapes (a `tf.while_loop`, XLA, an
-        exported graph). All caches are heads-first (see
-        `MultiHeadAttention`).
+        `TransformerDecoderLayer`). With a `max_length`, the self-attention
+        caches are zeros of a fixed shape `(batch * hypotheses, heads,
+        max_length, head_dim)`, which `decode_step` writes into, so that a
+        decoding loop keeps static shapes (XLA, the ONNX decoder-step graph);
+        with `max_length=None` they are empty, `(rows, heads, 0, head_dim)`,
+        and `decode_step(..., grow_cache=True)` appends to them, so that each
+        step reads only the positions decoded so far. All caches are
+        heads-first (see `MultiHeadAttention`).
 
         Returns:
             A dict of tensors: `source_padding` `(batch, S)`, and per decoder
@@ -247,6 +250,7 @@ class Transformer(keras.Model):
         dtype = self.compute_dtype
         cross = [layer.cross_attention_cache(encoder_output) for layer in self.decoder_layers]
         layers = range(len(self.decoder_layers))
+        max_length = 0 if max_length is None else max_length
         return {
             "source_padding": ops.not_equal(source_ids, self.config.pad_id),
             "cross_keys": [keys for keys, _ in cross],
@@ -259,7 +263,7 @@ class Transformer(keras.Model):
             ],
         }
 
-    def decode_step(self, target_ids, index, cache):
+    def decode_step(self, target_ids, index, cache, grow_cache=False):
         """Runs the decoder on the tokens at positions `index ...` only.
 
         Args:
@@ -267,6 +271,9 @@ class Transformer(keras.Model):
                 the rows of `initial_cache`.
             index: integer scalar, position of `target_ids[:, 0]`.
             cache: from `initial_cache` or the previous step.
+            grow_cache: append to the self-attention caches (from
+                `initial_cache(max_length=None)`, holding positions
+                `0 ... index - 1`) instead of writing into fixed-length ones.
 
         Returns:
             `(logits, cache)`: logits `(rows, steps, target_vocab_size)` equal
@@ -281,6 +288,7 @@ class Transformer(keras.Model):
                 encoder_padding_mask=cache["source_padding"],
                 self_attention_cache=(cache["self_keys"][i], cache["self_values"][i]),
                 self_attention_cache_update_index=index,
+                grow_self_attention_cache=grow_cache,
                 cross_attention_cache=(cache["cross_keys"][i], cache["cross_values"][i]),
             )
             self_keys.append(keys)
