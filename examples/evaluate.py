@@ -67,6 +67,7 @@ def main():
     parser.add_argument("--model-file")
     parser.add_argument("--beam-size", type=cli.positive_int)
     parser.add_argument("--alpha", type=cli.non_negative_float)
+    cli.add_precision_argument(parser)
     parser.add_argument("--overlong", choices=("truncate", "error"), default="truncate",
                         help="source lines longer than the model accepts (files only)")
     parser.add_argument("--show", type=cli.non_negative_int, default=5,
@@ -95,7 +96,8 @@ def main():
         pairs = [pairs[number - 1] for number in lines]
 
     translator = Translator.from_directory(args.run_dir, model_file=args.model_file,
-                                           beam_size=args.beam_size, alpha=args.alpha)
+                                           beam_size=args.beam_size, alpha=args.alpha,
+                                           precision=args.precision)
     with warnings.catch_warnings():
         if sources is not None:
             too_long = translator.too_long([source for source, _ in pairs])

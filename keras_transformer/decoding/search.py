@@ -85,6 +85,8 @@ class _Decoder:
         # The start token is banned unless it is also the end token (fairseq).
         banned = {config.pad_id, config.decoder_start_id} - {config.eos_id}
         self.banned = tf.reduce_max(tf.one_hot(sorted(banned), model.target_vocab_size), axis=0) > 0
+        # At its length limit a hypothesis may only end.
+        self.not_end = tf.range(model.target_vocab_size) != config.eos_id
         encoder_output = model.encode(source_ids, training=False)
         if use_cache:
             self.state = model.initial_cache(encoder_output, source_ids,
@@ -94,16 +96,19 @@ class _Decoder:
             self.source_ids = tf.repeat(source_ids, copies, axis=0)
             self.state = {"encoder_output": tf.repeat(encoder_output, copies, axis=0)}
 
-    def log_probs(self, tokens, step, state):
+    def log_probs(self, tokens, step, state, at_limit):
         """`tokens` `(rows, length + 1)` holds each prefix; returns the
-        log-probabilities of token `step + 1`, padding and start banned."""
+        log-probabilities of token `step + 1`, padding and start banned,
+        and every token but the end banned in the rows `at_limit` `(rows,)`
+        (one select over the vocabulary-wide tensor for both)."""
         if self.use_cache:
             logits, state = self.model.decode_step(tokens[:, step:step + 1], step, state,
                                                    grow_cache=self.grow_cache)
         else:
             logits = self.model.decode(tokens[:, :step + 1], state["encoder_output"], self.source_ids)
         log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32))
-        return tf.where(self.banned[None], _NEG_INF, log_probs), state
+        banned = self.banned[None] | (at_limit[:, None] & self.not_end[None])
+        return tf.where(banned, _NEG_INF, log_probs), state
 
     def reorder(self, state, rows):
         """Keeps the self-attention caches of hypotheses `rows`."""
@@ -147,10 +152,8 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
                         tf.fill([batch, length], config.pad_id)], axis=1)
 
     def body(step, tokens, log_prob, finished, state):
-        log_probs, state = decoder.log_probs(tokens, step, state)
-        forced = ((step + 1 >= limits)[:, None]
-                  & (tf.range(tf.shape(log_probs)[1]) != config.eos_id)[None])
-        choice = tf.argmax(tf.where(forced, _NEG_INF, log_probs), axis=-1, output_type=tf.int32)
+        log_probs, state = decoder.log_probs(tokens, step, state, at_limit=step + 1 >= limits)
+        choice = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
         chosen = tf.gather(log_probs, choice, batch_dims=1)
         choice = tf.where(finished, config.pad_id, choice)
         log_prob += tf.where(finished, 0.0, chosen)
@@ -193,7 +196,6 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     limits = output_limits(source_ids, model, decode_margin, max_output_length)
     length = tf.reduce_max(limits)
     decoder = _Decoder(model, source_ids, k, length, use_cache, static_cache)
-    vocab = model.target_vocab_size
     # At the start all K beams hold the same prefix: keep only one alive.
     alive_log_probs = tf.tile(tf.concat([[0.0], tf.fill([k - 1], _NEG_INF)], 0)[None], [batch, 1])
     alive = tf.concat([tf.fill([batch, k, 1], config.decoder_start_id),
@@ -203,16 +205,23 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     finished_log_probs = tf.fill([batch, k], _NEG_INF)
     finished_count = tf.zeros([batch], tf.int32)
     batch_rows = tf.range(batch)[:, None] * k
+    per_beam = tf.minimum(2 * k, model.target_vocab_size)  # extensions ranked per beam
 
     def body(step, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
              finished_count, state):
-        log_probs, state = decoder.log_probs(tf.reshape(alive, [batch * k, -1]), step, state)
-        log_probs = tf.reshape(log_probs, [batch, k, vocab])
-        at_limit = (step + 1 >= limits)[:, None, None]
-        log_probs = tf.where(at_limit & (tf.range(vocab) != config.eos_id), _NEG_INF, log_probs)
-        candidates = tf.reshape(alive_log_probs[:, :, None] + log_probs, [batch, k * vocab])
-        top_log_probs, top_ids = tf.math.top_k(candidates, k=2 * k)
-        top_beams, top_tokens = top_ids // vocab, top_ids % vocab
+        log_probs, state = decoder.log_probs(tf.reshape(alive, [batch * k, -1]), step, state,
+                                             at_limit=tf.repeat(step + 1 >= limits, k))
+        # The 2K best extensions of all K beams are among the 2K best of each
+        # beam: rank each beam's vocabulary first, then the K * 2K survivors
+        # (one pass over the vocabulary-wide tensor instead of three). The
+        # order, ties included, is that of ranking all K * vocab at once:
+        # the lower beam, then the lower token, first.
+        row_log_probs, row_tokens = tf.math.top_k(log_probs, k=per_beam)
+        candidates = alive_log_probs[:, :, None] + tf.reshape(row_log_probs, [batch, k, per_beam])
+        top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [batch, k * per_beam]),
+                                               k=2 * k)
+        top_beams = top_ids // per_beam
+        top_tokens = tf.gather(tf.reshape(row_tokens, [batch, k * per_beam]), top_ids, batch_dims=1)
         top_sequences = _write(tf.gather(alive, top_beams, batch_dims=1), step + 1, top_tokens)
         is_end = tf.equal(top_tokens, config.eos_id)
         done = finished_count >= k

@@ -32,7 +32,7 @@ from keras_transformer.decoding import Translator, beam_search, load_model_and_t
 from keras_transformer.decoding.translator import encode_sources, max_source_tokens
 from keras_transformer.export import onnx_graphs, saved_model
 from keras_transformer.export.onnx_runner import CONFIG_FILE, OnnxSearch
-from keras_transformer.models import TransformerConfig, transformer
+from keras_transformer.models import TransformerConfig, in_precision, transformer
 from keras_transformer.textfiles import TruncationWarning, check_output, replace_folder
 
 FORMATS = ("keras", "saved_model", "onnx")
@@ -59,16 +59,9 @@ def load_for_export(run_dir, model_file=None, checkpoint=None):
                 .assert_existing_objects_matched()
         except (tf.errors.OpError, AssertionError, ValueError) as error:
             raise ValueError(f"Cannot read checkpoint {checkpoint!r}: {error}") from None
-    # Serving formats run in float32 (onnxruntime has little bfloat16
-    # support), so the weights go into a float32 copy of the model.
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32")
-    try:
-        model = transformer(trained.config, trained.source_vocab_size, trained.target_vocab_size)
-    finally:
-        keras.config.set_dtype_policy(previous)
-    model.set_weights(trained.get_weights())
-    return model, tokenizer
+    # Serving formats start from float32 weights (onnxruntime has little
+    # bfloat16 support), whatever precision the model was trained in.
+    return in_precision(trained, "float32"), tokenizer
 
 
 def onnx_config(model):

@@ -320,6 +320,35 @@ def _check_special_ids(config, source_vocab_size, target_vocab_size):
             )
 
 
+DECODING_PRECISIONS = ("float32", "bfloat16", "float16")
+
+
+def in_precision(model, precision):
+    """A copy of `model` whose weights are stored, and whose matmuls run, in
+    `precision`: "float32", "bfloat16" (CPUs with AVX-512 BF16 or AMX, and
+    GPUs) or "float16" (GPUs); `model` itself when it already is.
+
+    For inference: unlike Keras' mixed policies, which keep float32 weights
+    and cast them at every call, the weights are cast once, so that a
+    decoding step reads half the bytes. Layer normalisation, the attention
+    softmax and the log-probabilities still compute in float32 (Keras'
+    `layer_normalization` and this package's attention and logits upcast).
+    """
+    if precision not in DECODING_PRECISIONS:
+        raise ValueError(f"precision must be one of {DECODING_PRECISIONS}; got {precision!r}.")
+    if model.dtype_policy.name == precision:
+        return model
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(precision)
+    try:
+        copy = transformer(model.config, model.source_vocab_size, model.target_vocab_size,
+                           name=model.name)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
 def transformer(config, source_vocab_size, target_vocab_size=None, name="transformer"):
     """Builds a `Transformer` from a config and vocabulary sizes.
 
