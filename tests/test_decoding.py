@@ -189,3 +189,17 @@ def test_overlong_inputs_are_truncated_or_refused(translator):
     strict = Translator(translator.model, translator.tokenizer, overlong="error")
     with pytest.raises(ValueError, match=r"Sentence\(s\) \[1\] are longer than the model's 15 tokens"):
         strict.translate(["Haus", long_sentence])
+
+
+@pytest.mark.parametrize("k", [1, 3, 8, 40])
+def test_blocked_top_k_equals_tf_top_k_ties_included(k):
+    from keras_transformer.decoding.search import _top_k
+
+    rng = np.random.default_rng(k)
+    for values in (rng.normal(size=(5, 9000)),                # distinct values, 18 blocks (padded)
+                   rng.integers(0, 3, size=(5, 8192)) * 1.0,  # many ties
+                   np.full((2, 8192), -1e9)):                 # everything banned
+        values = tf.constant(values, tf.float32)
+        expected, got = tf.math.top_k(values, k), _top_k(values, tf.constant(k))
+        np.testing.assert_array_equal(got[0], expected.values)
+        np.testing.assert_array_equal(got[1], expected.indices)

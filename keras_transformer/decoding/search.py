@@ -84,7 +84,10 @@ class _Decoder:
         config = model.config
         # The start token is banned unless it is also the end token (fairseq).
         banned = {config.pad_id, config.decoder_start_id} - {config.eos_id}
-        self.banned = tf.reduce_max(tf.one_hot(sorted(banned), model.target_vocab_size), axis=0) > 0
+        # Added, not selected: an add over the vocabulary-wide tensor costs a
+        # tenth of a `tf.where` with a broadcast mask (measured).
+        self.ban = _NEG_INF * tf.reduce_max(tf.one_hot(sorted(banned), model.target_vocab_size),
+                                            axis=0)
         # At its length limit a hypothesis may only end.
         self.not_end = tf.range(model.target_vocab_size) != config.eos_id
         encoder_output = model.encode(source_ids, training=False)
@@ -100,15 +103,23 @@ class _Decoder:
         """`tokens` `(rows, length + 1)` holds each prefix; returns the
         log-probabilities of token `step + 1`, padding and start banned,
         and every token but the end banned in the rows `at_limit` `(rows,)`
-        (one select over the vocabulary-wide tensor for both)."""
+        (only in steps where some row is: a select over the whole
+        vocabulary-wide tensor costs a few percent of a step)."""
         if self.use_cache:
-            logits, state = self.model.decode_step(tokens[:, step:step + 1], step, state,
+            # `[:, step][:, None]`, not `[:, step:step + 1]`: a static length
+            # of 1 lets the output projection take its faster one-position
+            # path (see `SharedEmbedding`).
+            logits, state = self.model.decode_step(tokens[:, step][:, None], step, state,
                                                    grow_cache=self.grow_cache)
         else:
             logits = self.model.decode(tokens[:, :step + 1], state["encoder_output"], self.source_ids)
         log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32))
-        banned = self.banned[None] | (at_limit[:, None] & self.not_end[None])
-        return tf.where(banned, _NEG_INF, log_probs), state
+        log_probs = log_probs + self.ban[None]
+        log_probs = tf.cond(
+            tf.reduce_any(at_limit),
+            lambda: tf.where(at_limit[:, None] & self.not_end[None], _NEG_INF, log_probs),
+            lambda: log_probs)
+        return log_probs, state
 
     def reorder(self, state, rows):
         """Keeps the self-attention caches of hypotheses `rows`."""
@@ -216,7 +227,7 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
         # (one pass over the vocabulary-wide tensor instead of three). The
         # order, ties included, is that of ranking all K * vocab at once:
         # the lower beam, then the lower token, first.
-        row_log_probs, row_tokens = tf.math.top_k(log_probs, k=per_beam)
+        row_log_probs, row_tokens = _top_k(log_probs, per_beam)
         candidates = alive_log_probs[:, :, None] + tf.reshape(row_log_probs, [batch, k, per_beam])
         top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [batch, k * per_beam]),
                                                k=2 * k)
@@ -272,6 +283,32 @@ def _free_shapes(loop_vars):
         return tf.TensorShape([None] * shape.rank)
 
     return tf.nest.map_structure(relax, loop_vars)
+
+
+def _top_k(values, k, block=512):
+    """`tf.math.top_k(values, k)` over the last axis of `(rows, n)`, the
+    same values and indices, ties included (the lower index first).
+
+    Written here because TensorFlow's top-k kernel is slow for a small k
+    over a large n: for 64 rows of 37,000 log-probabilities and k = 8 it
+    took 6.3 ms on this project's CPU, this 2.0 ms. The k largest values
+    lie in the k blocks of `block` values with the largest maxima (a value
+    in any other block has k block maxima at least as large, at lower
+    indices when equal), so only those blocks, kept in index order, are
+    ranked.
+    """
+    n = values.shape[-1]
+    if n is None or n < 16 * block:
+        return tf.math.top_k(values, k)
+    rows, blocks = tf.shape(values)[0], -(-n // block)
+    if blocks * block != n:
+        values = tf.pad(values, [[0, 0], [0, blocks * block - n]], constant_values=-float("inf"))
+    grouped = tf.reshape(values, [rows, blocks, block])
+    # (k may be a tensor; with k >= blocks every block is kept.)
+    maxima = tf.reduce_max(grouped, axis=2)
+    best = tf.sort(tf.math.top_k(maxima, tf.minimum(k, blocks)).indices, axis=1)
+    top, positions = tf.math.top_k(tf.reshape(tf.gather(grouped, best, batch_dims=1), [rows, -1]), k)
+    return top, tf.gather(best, positions // block, batch_dims=1) * block + positions % block
 
 
 def _write(tokens, position, values):
