@@ -38,22 +38,6 @@ def read_parallel_files(source_file, reference_file):
     return sources, list(zip(sources.lines, references.lines))
 
 
-def run_dataset(run_dir, dataset=None):
-    """`data.corpus` arguments for the dataset of a training run (or
-    `dataset` in its languages), from its run.json."""
-    path = os.path.join(run_dir, "run.json")
-    if not os.path.isfile(path):
-        raise ValueError(f"{path} does not exist, so the run's dataset is unknown (an imported "
-                         "model has none); give --source-file and --reference-file.")
-    try:
-        options = textfiles.read_json(path)["options"]
-        return (dataset or options["dataset"], options["source_language"],
-                options["target_language"], options["data_dir"], options["ding_path"])
-    except (KeyError, TypeError):
-        raise ValueError(f"{path} does not hold a run's options; the file is damaged: give "
-                         "--source-file and --reference-file.") from None
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", help="a training output folder")
@@ -79,13 +63,11 @@ def main():
         if not (args.source_file and args.reference_file):
             parser.error("--source-file and --reference-file go together")
         sources, pairs = read_parallel_files(args.source_file, args.reference_file)
-    else:
-        dataset = run_dataset(args.run_dir, args.dataset)
 
     from keras_transformer import data
     from keras_transformer.decoding import Translator
     from keras_transformer.decoding.translator import max_source_tokens
-    from keras_transformer.evaluation import evaluate_pairs, is_full_sentence
+    from keras_transformer.evaluation import evaluate_pairs, is_full_sentence, run_corpus
 
     if args.split not in data.corpora.SPLITS:
         parser.error(f"--split must be one of {', '.join(data.corpora.SPLITS)}, not {args.split!r}")
@@ -106,7 +88,8 @@ def main():
             warnings.simplefilter("ignore", textfiles.TruncationWarning)  # named by line
             scores, rows = evaluate_pairs(translator, pairs, progress=True)
         else:
-            pairs = data.corpus(*dataset).pairs(args.split).as_numpy_iterator()
+            corpus = run_corpus(args.run_dir, args.dataset)
+            pairs = corpus.pairs(args.split).as_numpy_iterator()
             scores, rows = evaluate_pairs(translator, pairs, limit=args.limit,
                                           only_sentences=args.only_sentences, progress=True)
     print(scores)
