@@ -31,11 +31,14 @@ def main():
     parser.add_argument("--model-file", help="default: averaged.keras, else model.keras")
     parser.add_argument("--checkpoint", help="export a training checkpoint instead")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing export")
+    cli.add_precision_argument(parser, help="the precision the SavedModels decode in (default: "
+                                            "float32; bfloat16 is faster on CPUs with AVX-512 "
+                                            "BF16 or AMX, float16 is for GPUs)")
     args = parser.parse_args()
     textfiles.check_output(args.output, args.overwrite, folder=True)
     report = export_run(args.run_dir, args.output, formats=args.formats,
                         model_file=args.model_file, checkpoint=args.checkpoint,
-                        overwrite=args.overwrite)
+                        overwrite=args.overwrite, precision=args.precision or "float32")
     print(f"Exported {args.run_dir} to {args.output}; every format was loaded back and checked:")
     print(json.dumps(report["formats"], indent=2))
 

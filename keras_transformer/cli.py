@@ -112,8 +112,8 @@ def non_negative_float(text):
 PRECISIONS = ("float32", "bfloat16", "float16")
 
 
-def add_precision_argument(parser):
+def add_precision_argument(parser, help="decode in this precision (default: the model's "
+                                         "own): bfloat16 is faster on CPUs with AVX-512 BF16 or "
+                                         "AMX, float16 is for GPUs"):
     """`--precision` of the commands that decode (see `models.in_precision`)."""
-    parser.add_argument("--precision", choices=PRECISIONS,
-                        help="decode in this precision (default: the model's own): bfloat16 is "
-                             "faster on CPUs with AVX-512 BF16 or AMX, float16 is for GPUs")
+    parser.add_argument("--precision", choices=PRECISIONS, help=help)

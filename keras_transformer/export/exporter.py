@@ -32,7 +32,12 @@ from keras_transformer.decoding import Translator, beam_search, load_model_and_t
 from keras_transformer.decoding.translator import encode_sources, max_source_tokens
 from keras_transformer.export import onnx_graphs, saved_model
 from keras_transformer.export.onnx_runner import CONFIG_FILE, OnnxSearch
-from keras_transformer.models import TransformerConfig, in_precision, transformer
+from keras_transformer.models import (
+    DECODING_PRECISIONS,
+    TransformerConfig,
+    in_precision,
+    transformer,
+)
 from keras_transformer.textfiles import TruncationWarning, check_output, replace_folder
 
 FORMATS = ("keras", "saved_model", "onnx")
@@ -95,8 +100,12 @@ def _check_ids(tokenizer, model):
 
 
 def export_run(run_dir, output_dir, formats=FORMATS, model_file=None, checkpoint=None,
-               overwrite=False):
+               overwrite=False, precision="float32"):
     """Exports a training output folder; returns the report in export.json.
+
+    `precision` is the one the SavedModels decode in ("bfloat16" is faster
+    on CPUs with AVX-512 BF16 or AMX, "float16" on GPUs; see
+    `models.in_precision`); the other formats hold float32 weights.
 
     Raises:
         FileExistsError: `output_dir` exists and `overwrite` is False
@@ -108,26 +117,33 @@ def export_run(run_dir, output_dir, formats=FORMATS, model_file=None, checkpoint
     unknown = set(formats) - set(FORMATS)
     if unknown:
         raise ValueError(f"Unknown export format(s) {sorted(unknown)}; choose from {FORMATS}.")
+    if precision not in DECODING_PRECISIONS:
+        raise ValueError(f"precision must be one of {DECODING_PRECISIONS}; got {precision!r}.")
     output_dir = check_output(output_dir, overwrite, folder=True,
                               option="overwrite=True (--overwrite)")
     model, tokenizer = load_for_export(run_dir, model_file, checkpoint)
     with replace_folder(output_dir, prefix=".export-") as scratch:
-        report = _write_and_check(model, tokenizer, scratch, formats)
+        report = _write_and_check(model, tokenizer, scratch, formats, precision)
         with open(os.path.join(scratch, "export.json"), "w") as file:
             json.dump(report, file, indent=2)
     return report
 
 
-def _write_and_check(model, tokenizer, folder, formats):
+def _searched(model, tokenizer, source):
+    """What the in-process model gives for the check sentences: the beam
+    search of their ids and their translations."""
+    with warnings.catch_warnings():  # a check sentence may be longer than the model accepts
+        warnings.simplefilter("ignore", TruncationWarning)
+        return beam_search(model, source), Translator(model, tokenizer).translate(
+            list(CHECK_SENTENCES))
+
+
+def _write_and_check(model, tokenizer, folder, formats, precision="float32"):
     tokenizer.save(folder)
     source, target = _check_ids(tokenizer, model)
     inputs = {"source_ids": source, "target_ids": target}
     expected_logits = model(inputs).numpy()
-    expected_search = beam_search(model, source)
-    translator = Translator(model, tokenizer)
-    with warnings.catch_warnings():  # a check sentence may be longer than the model accepts
-        warnings.simplefilter("ignore", TruncationWarning)
-        expected_text = translator.translate(list(CHECK_SENTENCES))
+    expected_search, expected_text = _searched(model, tokenizer, source)
     report = {"config": model.config.to_dict(), "formats": {}}
 
     if "keras" in formats:
@@ -139,26 +155,31 @@ def _write_and_check(model, tokenizer, folder, formats):
         report["formats"]["keras"] = {"path": "model.keras", "max_logit_difference": difference}
 
     if "saved_model" in formats:
-        core_path = saved_model.save(model, os.path.join(folder, "saved_model_core"))
+        # The SavedModels decode in `precision`, checked against the same
+        # precision in process.
+        serving = in_precision(model, precision)
+        serving_search, serving_text = ((expected_search, expected_text) if serving is model
+                                        else _searched(serving, tokenizer, source))
+        core_path = saved_model.save(serving, os.path.join(folder, "saved_model_core"))
         paths = ["saved_model_core"]
         # A tokenizer that is not TensorFlow ops (FSMT's Moses tokenization)
         # cannot go into a SavedModel: such models serve ids only.
         if tokenizer.in_graph:
-            text_path = saved_model.save(model, os.path.join(folder, "saved_model"), tokenizer)
+            text_path = saved_model.save(serving, os.path.join(folder, "saved_model"), tokenizer)
             text = tf.saved_model.load(text_path).signatures["serving_default"](
                 text=tf.constant(list(CHECK_SENTENCES)))
             translations = [t.decode() for t in text["translations"].numpy()]
-            _require(translations == expected_text,
+            _require(translations == serving_text,
                      "the SavedModel translated differently from the Translator")
             paths.insert(0, "saved_model")
         core = tf.saved_model.load(core_path).signatures["search_ids"](
             source_ids=tf.constant(source), beam_size=tf.constant(model.config.beam_size),
             alpha=tf.constant(float(model.config.length_penalty)),
             decode_margin=tf.constant(model.config.decode_margin))
-        _require(np.array_equal(core["target_ids"].numpy(), expected_search.tokens.numpy()),
+        _require(np.array_equal(core["target_ids"].numpy(), serving_search.tokens.numpy()),
                  "the core SavedModel's search_ids differs from the in-process beam search")
         report["formats"]["saved_model"] = {
-            "paths": paths,
+            "paths": paths, "precision": precision,
             "signatures": {path: saved_model.signature_names(text=path == "saved_model")
                            for path in paths},
             "translations_match": tokenizer.in_graph, "search_ids_match": True,
