@@ -11,6 +11,10 @@ Layout of an export folder:
     saved_model_core/      the id signatures only, core TF ops (stock TF Serving)
     onnx/                  forward.onnx, encoder.onnx, decoder_step.onnx,
                            config.json and the tokenizer files, for onnxruntime
+    ctranslate2/           model.bin, config.json, the vocabularies,
+                           decoding.json and the tokenizer files, for
+                           CTranslate2 (only when asked for: an optional
+                           dependency)
     export.json            what was exported and what the checks measured
 
 Everything is written to a temporary folder next to the destination; a
@@ -28,9 +32,19 @@ import onnxruntime
 import tensorflow as tf
 
 from keras_transformer.data import load_tokenizer
-from keras_transformer.decoding import Translator, beam_search, load_model_and_tokenizer
+from keras_transformer.decoding import (
+    Translator,
+    beam_search,
+    greedy_search,
+    load_model_and_tokenizer,
+)
 from keras_transformer.decoding.translator import encode_sources, max_source_tokens
-from keras_transformer.export import onnx_graphs, saved_model
+from keras_transformer.export import ctranslate2_model, onnx_graphs, saved_model
+from keras_transformer.export.ctranslate2_translator import (
+    QUANTIZATIONS,
+    CTranslate2Translator,
+    require_ctranslate2,
+)
 from keras_transformer.export.onnx_runner import CONFIG_FILE, OnnxSearch
 from keras_transformer.models import (
     DECODING_PRECISIONS,
@@ -40,7 +54,9 @@ from keras_transformer.models import (
 )
 from keras_transformer.textfiles import TruncationWarning, check_output, replace_folder
 
-FORMATS = ("keras", "saved_model", "onnx")
+FORMATS = ("keras", "saved_model", "onnx", "ctranslate2")
+DEFAULT_FORMATS = ("keras", "saved_model", "onnx")
+"""What `export_run` writes unless told: CTranslate2 is an optional dependency."""
 CHECK_SENTENCES = ("", "Guten Morgen!", "Das Haus ist groß.",
                    "Ich habe heute keine Zeit, aber morgen komme ich gern.")
 
@@ -99,31 +115,42 @@ def _check_ids(tokenizer, model):
     return source.numpy(), target.numpy()
 
 
-def export_run(run_dir, output_dir, formats=FORMATS, model_file=None, checkpoint=None,
-               overwrite=False, precision="float32"):
+def export_run(run_dir, output_dir, formats=DEFAULT_FORMATS, model_file=None, checkpoint=None,
+               overwrite=False, quantization="float32", precision="float32"):
     """Exports a training output folder; returns the report in export.json.
 
-    `precision` is the one the SavedModels decode in ("bfloat16" is faster
-    on CPUs with AVX-512 BF16 or AMX, "float16" on GPUs; see
-    `models.in_precision`); the other formats hold float32 weights.
+    `quantization` is how the formats that can store weights in another
+    type do so: "float32", or "int8" (CTranslate2). A float32 export is
+    checked for exactness; an int8 one for loading and translating, with
+    its agreement measured and reported. `precision` is the one the
+    SavedModels decode in ("bfloat16" is faster on CPUs with AVX-512 BF16
+    or AMX, "float16" on GPUs; see `models.in_precision`), checked against
+    the same precision in process.
 
     Raises:
         FileExistsError: `output_dir` exists and `overwrite` is False
             (checked, like whether it can be written, before anything is
             loaded).
+        ImportError: a format whose optional package is not installed.
         FileNotFoundError, ValueError: missing or unreadable inputs, or a
             format that fails its check.
     """
     unknown = set(formats) - set(FORMATS)
     if unknown:
         raise ValueError(f"Unknown export format(s) {sorted(unknown)}; choose from {FORMATS}.")
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"Unknown quantization {quantization!r}; choose from {QUANTIZATIONS}.")
     if precision not in DECODING_PRECISIONS:
         raise ValueError(f"precision must be one of {DECODING_PRECISIONS}; got {precision!r}.")
+    if "ctranslate2" in formats:
+        require_ctranslate2()
     output_dir = check_output(output_dir, overwrite, folder=True,
                               option="overwrite=True (--overwrite)")
     model, tokenizer = load_for_export(run_dir, model_file, checkpoint)
+    if "ctranslate2" in formats:
+        ctranslate2_model.check_exportable(model.config)
     with replace_folder(output_dir, prefix=".export-") as scratch:
-        report = _write_and_check(model, tokenizer, scratch, formats, precision)
+        report = _write_and_check(model, tokenizer, scratch, formats, quantization, precision)
         with open(os.path.join(scratch, "export.json"), "w") as file:
             json.dump(report, file, indent=2)
     return report
@@ -138,13 +165,12 @@ def _searched(model, tokenizer, source):
             list(CHECK_SENTENCES))
 
 
-def _write_and_check(model, tokenizer, folder, formats, precision="float32"):
+def _write_and_check(model, tokenizer, folder, formats, quantization, precision):
     tokenizer.save(folder)
     source, target = _check_ids(tokenizer, model)
     inputs = {"source_ids": source, "target_ids": target}
     expected_logits = model(inputs).numpy()
-    expected_search, expected_text = _searched(model, tokenizer, source)
-    report = {"config": model.config.to_dict(), "formats": {}}
+    report = {"config": model.config.to_dict(), "quantization": quantization, "formats": {}}
 
     if "keras" in formats:
         path = os.path.join(folder, "model.keras")
@@ -158,8 +184,7 @@ def _write_and_check(model, tokenizer, folder, formats, precision="float32"):
         # The SavedModels decode in `precision`, checked against the same
         # precision in process.
         serving = in_precision(model, precision)
-        serving_search, serving_text = ((expected_search, expected_text) if serving is model
-                                        else _searched(serving, tokenizer, source))
+        serving_search, serving_text = _searched(serving, tokenizer, source)
         core_path = saved_model.save(serving, os.path.join(folder, "saved_model_core"))
         paths = ["saved_model_core"]
         # A tokenizer that is not TensorFlow ops (FSMT's Moses tokenization)
@@ -186,6 +211,7 @@ def _write_and_check(model, tokenizer, folder, formats, precision="float32"):
         }
 
     if "onnx" in formats:
+        expected_search = beam_search(model, source)
         directory = os.path.join(folder, "onnx")
         onnx_graphs.export(model, directory)
         with open(os.path.join(directory, CONFIG_FILE), "w") as file:
@@ -201,7 +227,48 @@ def _write_and_check(model, tokenizer, folder, formats, precision="float32"):
                  "the onnxruntime beam search differs from the TensorFlow one")
         report["formats"]["onnx"] = {"path": "onnx", "opset": onnx_graphs.OPSET,
                                      "max_logit_difference": difference, "beam_tokens_match": True}
+
+    if "ctranslate2" in formats:
+        directory = ctranslate2_model.save(model, tokenizer, os.path.join(folder, "ctranslate2"),
+                                           quantization)
+        report["formats"]["ctranslate2"] = {
+            "path": "ctranslate2", "quantization": quantization,
+            **_check_ctranslate2(model, tokenizer, directory, exact=quantization == "float32")}
     return report
+
+
+def _check_ctranslate2(model, tokenizer, directory, exact):
+    """Loads the CTranslate2 export and compares it with the model on the
+    check sentences: the log-probability of every target token (teacher
+    forced), and greedy search's tokens. `exact` requires them to be equal
+    (within 1e-4); otherwise they are only measured."""
+    translator = CTranslate2Translator(directory)
+    texts = tf.constant([s for s in CHECK_SENTENCES if s])
+    sources = tokenizer.tokenize(texts)[:, :max_source_tokens(model)].to_list()
+    targets = tokenizer.tokenize_target(texts)[:, :max_source_tokens(model)].to_list()
+    source_ids, _ = encode_sources(tokenizer, texts, max_source_tokens(model))
+    target_ids = tf.ragged.constant([[model.config.decoder_start_id] + t for t in targets]).to_tensor(
+        default_value=model.config.pad_id)
+    log_probs = tf.nn.log_softmax(model({"source_ids": source_ids, "target_ids": target_ids})).numpy()
+    difference = max(
+        float(np.abs(np.array(scored) - log_probs[row, np.arange(len(scored)),
+                                                  target + [model.config.eos_id]]).max())
+        for row, (target, scored) in enumerate(zip(targets, translator.score(sources, targets))))
+    expected = [_until_end(row[0], model.config.eos_id)
+                for row in greedy_search(model, source_ids).tokens.numpy()]
+    found = [best[0][0] for best in translator.search(sources, beam_size=1)]
+    matches = sum(a == b for a, b in zip(expected, found))
+    if exact:
+        _require(difference < 1e-4,
+                 f"CTranslate2 log-probabilities differ from Keras by {difference} (> 1e-4)")
+        _require(matches == len(expected), "CTranslate2's greedy search differs from ours")
+    return {"max_log_prob_difference": difference, "greedy_agreement": matches / len(expected)}
+
+
+def _until_end(ids, eos_id):
+    """Search output up to and including the first end id, as a list."""
+    ids = [int(i) for i in ids]
+    return ids[:ids.index(eos_id) + 1] if eos_id in ids else ids
 
 
 def _require(ok, message):

@@ -76,3 +76,13 @@ translations = OnnxTranslator(sys.argv[1]).translate(json.loads(sys.argv[2]))
 print(json.dumps({"translations": translations,
                   "loaded": sorted({"tensorflow", "keras"} & set(sys.modules))}))
 """
+
+# Translates with the CTranslate2 runner (greedy) and reports whether
+# TensorFlow or Keras got imported.
+CTRANSLATE2_ONLY_PROCESS = """
+import json, sys
+from keras_transformer.export import CTranslate2Translator
+translations = CTranslate2Translator(sys.argv[1]).translate(json.loads(sys.argv[2]), beam_size=1)
+print(json.dumps({"translations": translations,
+                  "loaded": sorted({"tensorflow", "keras"} & set(sys.modules))}))
+"""
