@@ -255,7 +255,13 @@ class MultiHeadAttention(keras.layers.Layer):
         logits = ops.cast(logits, "float32")
         if mask is not None:
             logits = ops.where(mask, logits, -1e9)
-        weights = ops.cast(ops.softmax(logits, axis=-1), queries.dtype)
+        if logits.shape[-1] == 1:
+            # One key (the first step of a growing cache): its weight is 1,
+            # which is what the softmax gives; Keras warns about a softmax
+            # over one element.
+            weights = ops.ones_like(logits, dtype=queries.dtype)
+        else:
+            weights = ops.cast(ops.softmax(logits, axis=-1), queries.dtype)
         dropped = self._dropout_layer(weights, training=training)
         attended = _heads_first(ops.einsum("bhqk,bhkd->bhqd", dropped, values))
         batch, length = ops.shape(attended)[0], ops.shape(attended)[1]
