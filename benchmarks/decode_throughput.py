@@ -1,7 +1,9 @@
 """Decoding throughput of the base model: our cached beam and greedy search,
 our uncached search (the decoder re-run over the whole prefix at every step),
-and Hugging Face `transformers`' `MarianMTModel.generate` on PyTorch CPU with
-the same dimensions, side by side in one run.
+the search of `translate.onnx` (onnxruntime's BeamSearch operator, float32,
+ids in: the file's graph without its SentencePiece ops, as this benchmark
+feeds ids), and Hugging Face `transformers`' `MarianMTModel.generate` on
+PyTorch CPU with the same dimensions, side by side in one run.
 
     pip install torch==2.13.0 transformers   # only for this benchmark
     python benchmarks/decode_throughput.py
@@ -17,12 +19,14 @@ time on a machine whose speed drifts.
 
 import argparse
 import os
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from common import machine, model_running_to_the_limit, timed_interleaved  # noqa: E402
+from common import (in_fresh_process, machine, model_running_to_the_limit,  # noqa: E402
+                    onnxruntime_options, timed_interleaved)
 
 BATCH, SOURCE_LENGTH, OUTPUT_TOKENS, VOCAB = 16, 24, 40, 37000
 
@@ -34,16 +38,21 @@ def sources(seed=0):
     return ids
 
 
-def ours():
-    """Our four searches, each a callable that decodes the batch once."""
-    import tensorflow as tf
-
-    from keras_transformer.decoding import beam_search, greedy_search
+def base_model():
+    """The base model, random weights, the end token kept from winning."""
     from keras_transformer.models import BASE
 
     # Output limit = source length (23 without its end token) + margin = 40.
     config = BASE.replace(decode_margin=OUTPUT_TOKENS - (SOURCE_LENGTH - 1))
-    model = model_running_to_the_limit(config, VOCAB)
+    return model_running_to_the_limit(config, VOCAB)
+
+
+def ours(model):
+    """Our four searches, each a callable that decodes the batch once."""
+    import tensorflow as tf
+
+    from keras_transformer.decoding import beam_search, greedy_search
+
     source = tf.constant(sources())
     runs = {}
     for name, search, kwargs in [
@@ -56,6 +65,40 @@ def ours():
         lengths = np.count_nonzero(function(source).numpy()[:, 0], axis=1)
         assert (lengths == OUTPUT_TOKENS).all(), lengths
         runs[name] = lambda function=function: function(source).numpy()
+    return runs
+
+
+def write_search(folder):
+    """Writes search.onnx (translate.onnx's search, ids in) of the model saved
+    in `folder` (in a process of its own: see `common.in_fresh_process`)."""
+    import keras
+    import onnx
+
+    import keras_transformer.models  # noqa: F401  (registers the model class)
+    from keras_transformer.export import onnx_beam_search
+
+    model = keras.models.load_model(os.path.join(folder, "model.keras"), safe_mode=True)
+    onnx.save(onnx_beam_search.search_model(model), os.path.join(folder, "search.onnx"))
+
+
+def onnx_search(model, folder):
+    """translate.onnx's search (ids in) with beam 4 and greedy, as callables."""
+    import onnxruntime
+
+    model.save(os.path.join(folder, "model.keras"))
+    in_fresh_process(write_search, folder)
+    session = onnxruntime.InferenceSession(os.path.join(folder, "search.onnx"),
+                                           onnxruntime_options())
+    source = sources()
+    runs = {}
+    for name, beams in [("translate.onnx, beam 4", 4), ("translate.onnx, greedy", 1)]:
+        def run(beams=beams):
+            return session.run(None, {"source_ids": source,
+                                      "beam_size": np.array(beams, np.int32)})[0]
+
+        lengths = np.count_nonzero(run()[:, 0], axis=1)
+        assert (lengths == OUTPUT_TOKENS).all(), lengths
+        runs[name] = run
     return runs
 
 
@@ -89,7 +132,10 @@ def main():
     args = parser.parse_args()
     print(f"Machine: {machine()}. Batch {BATCH} x {SOURCE_LENGTH} source tokens, "
           f"{OUTPUT_TOKENS} output tokens each, base model, vocabulary {VOCAB}.\n")
-    results = timed_interleaved(ours() | marian(), warmup=1, repeats=args.repeats)
+    model = base_model()
+    with tempfile.TemporaryDirectory() as folder:
+        runs = ours(model) | onnx_search(model, folder) | marian()
+    results = timed_interleaved(runs, warmup=1, repeats=args.repeats)
     tokens = BATCH * OUTPUT_TOKENS
     print(f"{'':28s} {'s/batch':>8s} {'target tok/s':>13s}")
     for name, seconds in results.items():
@@ -99,6 +145,9 @@ def main():
           f"greedy: ours / Marian {ratio('ours, greedy, cached', 'Marian generate, greedy'):.2f}x")
     print(f"cached / uncached: beam 4 {ratio('ours, beam 4, cached', 'ours, beam 4, uncached'):.2f}x, "
           f"greedy {ratio('ours, greedy, cached', 'ours, greedy, uncached'):.2f}x")
+    print(f"translate.onnx / ours: beam 4 "
+          f"{ratio('translate.onnx, beam 4', 'ours, beam 4, cached'):.2f}x, "
+          f"greedy {ratio('translate.onnx, greedy', 'ours, greedy, cached'):.2f}x")
 
 
 if __name__ == "__main__":

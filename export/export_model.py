@@ -3,10 +3,13 @@
     python export/export_model.py runs/ding --output exports/ding
     python export/export_model.py runs/ding --output exports/ding --formats onnx \\
         --checkpoint runs/ding/checkpoints/ckpt-4000
+    python export/export_model.py runs/ding --output exports/ding-int8 --quantization int8
 
 Writes model.keras, saved_model/ (text in, text out; needs TF Text's ops),
 saved_model_core/ (token ids in and out, core TF ops only), onnx/ (forward,
-encoder and decoder-step graphs for onnxruntime) and export.json. Each format
+encoder and decoder-step graphs for onnxruntime, and translate.onnx: text in,
+text out, beam search inside; `--quantization int8` stores their weights as
+int8) and export.json. Each format
 is loaded back and compared with the in-process model before the folder is
 moved into place; on any failure or Ctrl-C nothing is left behind and an
 earlier export is kept. An existing --output is only replaced with
@@ -20,7 +23,7 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer import cli, textfiles  # noqa: E402
-from keras_transformer.export import FORMATS, export_run  # noqa: E402
+from keras_transformer.export import FORMATS, QUANTIZATIONS, export_run  # noqa: E402
 
 
 def main():
@@ -31,11 +34,13 @@ def main():
     parser.add_argument("--model-file", help="default: averaged.keras, else model.keras")
     parser.add_argument("--checkpoint", help="export a training checkpoint instead")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing export")
+    parser.add_argument("--quantization", choices=QUANTIZATIONS, default="float32",
+                        help="weights of the formats that can store int8 (the ONNX graphs)")
     args = parser.parse_args()
     textfiles.check_output(args.output, args.overwrite, folder=True)
     report = export_run(args.run_dir, args.output, formats=args.formats,
                         model_file=args.model_file, checkpoint=args.checkpoint,
-                        overwrite=args.overwrite)
+                        overwrite=args.overwrite, quantization=args.quantization)
     print(f"Exported {args.run_dir} to {args.output}; every format was loaded back and checked:")
     print(json.dumps(report["formats"], indent=2))
 

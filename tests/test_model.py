@@ -86,6 +86,21 @@ def test_cached_decoding_equals_full_forward_pass_step_by_step(tiny_config, vari
         np.testing.assert_allclose(logits[:, 0], full[:, step], atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "variant", [{}, {"norm_first": True}, TABLE3_VARIANTS["E-learned"], {"shared_vocabulary": False}]
+)
+def test_growing_cache_decoding_equals_full_forward_pass_step_by_step(tiny_config, variant):
+    config = tiny_config.replace(**variant)
+    model = transformer(config, VOCAB, VOCAB if config.shared_vocabulary else VOCAB + 9)
+    source, target = _batch()
+    full = _logits(model, source, target)
+    cache = model.initial_cache(model.encode(source), source, max_length=0)
+    for step in range(target.shape[1]):
+        logits, cache = model.decode_step_growing(target[:, step:step + 1], cache)
+        assert cache["self_keys"][0].shape[2] == step + 1
+        np.testing.assert_allclose(logits[:, 0], full[:, step], atol=1e-5)
+
+
 def test_cached_decoding_of_several_hypotheses_per_sentence(tiny_config):
     # Beam search's layout: rows i*3 ... i*3+2 are sentence i's hypotheses,
     # each with its own target, sharing the sentence's cross-attention cache.

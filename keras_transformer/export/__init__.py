@@ -6,6 +6,9 @@
 - `onnx_graphs.export`: forward, encoder and decoder-step ONNX graphs.
 - `OnnxSearch`, `OnnxTranslator`: greedy and beam search over those graphs
   with onnxruntime and NumPy, and text in / text out with sentencepiece.
+- `onnx_beam_search`, `onnx_text`: `translate.onnx`, one file with the
+  tokenizer and onnxruntime's BeamSearch operator inside; `translate_onnx.py`
+  runs it with only onnxruntime and onnxruntime-extensions.
 
 The exporter is imported on first use, so that the onnxruntime runner can be
 imported without loading TensorFlow.
@@ -15,9 +18,10 @@ import importlib
 
 from keras_transformer.export.onnx_runner import OnnxSearch, OnnxTranslator
 
-_EXPORTER_NAMES = ("FORMATS", "export_run", "load_for_export")
+_EXPORTER_NAMES = ("FORMATS", "QUANTIZATIONS", "export_run", "load_for_export")
 
-__all__ = ["FORMATS", "OnnxSearch", "OnnxTranslator", "export_run", "load_for_export"]
+__all__ = ["FORMATS", "OnnxSearch", "OnnxTranslator", "QUANTIZATIONS", "export_run",
+           "load_for_export"]
 
 
 def __getattr__(name):

@@ -37,7 +37,10 @@ class Transformer(keras.Model):
         `encoder_model()` and `decoder_model()`: the two halves as functional
             models (to run, serve or export separately),
         `initial_cache(...)` and `decode_step(...)`: incremental decoding with
-            fixed-shape key/value caches, for greedy and beam search.
+            fixed-shape key/value caches, for greedy and beam search;
+        `decode_step_growing(...)`: the same with self-attention caches that
+            grow by one position per step (onnxruntime's BeamSearch operator
+            passes its caches between steps in that form).
     """
 
     def __init__(self, config, source_vocab_size, target_vocab_size=None, **kwargs):
@@ -273,6 +276,23 @@ class Transformer(keras.Model):
             to the rows `index ...` of the full forward pass, and the cache
             with these positions' keys and values written in.
         """
+        return self._cached_step(target_ids, index, cache, grow=False)
+
+    def decode_step_growing(self, target_ids, cache):
+        """`decode_step` with self-attention caches that grow: they hold the
+        keys and values of the positions decoded so far, `(rows, heads,
+        past_length, head_dim)`, and this step's are concatenated behind
+        them. The tokens' position is the caches' length, so no index is
+        given. Start from `initial_cache(..., max_length=0)` (empty caches).
+
+        Returns:
+            `(logits, cache)`: logits `(rows, steps, target_vocab_size)` equal
+            to the rows `past_length ...` of the full forward pass, and the
+            cache with self-attention caches `past_length + steps` long.
+        """
+        return self._cached_step(target_ids, ops.shape(cache["self_keys"][0])[2], cache, grow=True)
+
+    def _cached_step(self, target_ids, index, cache, grow):
         x = self.target_positions(self.target_embedding(target_ids), start_index=index)
         self_keys, self_values = [], []
         for i, layer in enumerate(self.decoder_layers):
@@ -280,7 +300,8 @@ class Transformer(keras.Model):
                 x,
                 encoder_padding_mask=cache["source_padding"],
                 self_attention_cache=(cache["self_keys"][i], cache["self_values"][i]),
-                self_attention_cache_update_index=index,
+                self_attention_cache_update_index=None if grow else index,
+                append_to_self_attention_cache=grow,
                 cross_attention_cache=(cache["cross_keys"][i], cache["cross_values"][i]),
             )
             self_keys.append(keys)
