@@ -3,8 +3,10 @@ counts of the Transformer, and an equivalent PyTorch model built from
 `torch.nn.Transformer` (PyTorch is installed only for the benchmarks:
 `pip install torch==2.13.0`)."""
 
+import multiprocessing
 import os
 import platform
+import string
 import time
 
 import numpy as np
@@ -152,3 +154,49 @@ def model_running_to_the_limit(config, vocab):
     embeddings.assign(tf.tensor_scatter_nd_update(
         embeddings, [[EOS_ID]], tf.zeros([1, config.d_model])))
     return model
+
+
+def word_tokenizer(vocab, folder, seed=0):
+    """`(tokenizer, words)`: a SentencePiece word model of exactly `vocab`
+    ids whose pieces are random 7-letter words, trained into `folder`, so
+    that a text benchmark controls its token counts exactly (a sentence of
+    n of these words is n tokens, and any output id is a word)."""
+    from keras_transformer.data import train_tokenizer
+
+    rng = np.random.default_rng(seed)
+    words = set()
+    while len(words) < vocab - 4:  # the special ids 0-3 take the rest
+        words.add("".join(rng.choice(list(string.ascii_lowercase), 7)))
+    words = sorted(words)
+    lines = (" ".join(words[i:i + 20]) for i in range(0, len(words), 20))
+    tokenizer = train_tokenizer(lines, os.path.join(folder, "tokenizer.model"), vocab,
+                                model_type="word")
+    return tokenizer, words
+
+
+def onnxruntime_options(threads=None):
+    """Session options for timing onnxruntime in turns with TensorFlow:
+    without spin-waiting, whose busy threads (onnxruntime's default) keep
+    the cores after a call returns and slow the contender timed next; on
+    this shared 2-core VM they also made onnxruntime itself 2x slower at
+    batch 16 when other work was running."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if threads:
+        options.intra_op_num_threads = threads
+    return options
+
+
+def in_fresh_process(function, *args):
+    """Runs `function(*args)` (a module-level function) in a new Python
+    process. For the ONNX conversions: tf2onnx takes about 12 GB converting
+    the base model and does not give it back, which next to the models a
+    benchmark holds ran this 23 GB machine out of memory."""
+    process = multiprocessing.get_context("spawn").Process(target=function, args=args)
+    process.start()
+    process.join()
+    if process.exitcode:
+        raise RuntimeError(f"{function.__name__} failed in its process "
+                           f"(exit code {process.exitcode}).")

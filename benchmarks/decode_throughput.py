@@ -1,7 +1,9 @@
 """Decoding throughput of the base model: our cached beam and greedy search
 in float32 and bfloat16, CTranslate2 (float32 and int8) built from the same
-Keras weights, and Hugging Face `transformers`' `MarianMTModel.generate` on
-PyTorch CPU with the same dimensions, side by side in one run.
+Keras weights, the search of `translate.onnx` (onnxruntime's BeamSearch
+operator, float32, ids in: the file's graph without its SentencePiece ops),
+and Hugging Face `transformers`' `MarianMTModel.generate` on PyTorch CPU with
+the same dimensions, side by side in one run.
 
     pip install ctranslate2 torch==2.13.0 transformers   # only for this benchmark
     python benchmarks/decode_throughput.py [--uncached] [--repeats 7]
@@ -24,7 +26,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from common import machine, model_running_to_the_limit, timed_interleaved  # noqa: E402
+from common import (in_fresh_process, machine, model_running_to_the_limit,  # noqa: E402
+                    onnxruntime_options, timed_interleaved)
 
 BATCH, SOURCE_LENGTH, OUTPUT_TOKENS, VOCAB = 16, 24, 40, 37000
 
@@ -101,6 +104,40 @@ def ctranslate2_runs(model):
     return runs
 
 
+def write_search(folder):
+    """Writes search.onnx (translate.onnx's search, ids in) of the model saved
+    in `folder` (in a process of its own: see `common.in_fresh_process`)."""
+    import keras
+    import onnx
+
+    import keras_transformer.models  # noqa: F401  (registers the model class)
+    from keras_transformer.export import onnx_beam_search
+
+    model = keras.models.load_model(os.path.join(folder, "model.keras"), safe_mode=True)
+    onnx.save(onnx_beam_search.search_model(model), os.path.join(folder, "search.onnx"))
+
+
+def onnx_search(model, folder):
+    """translate.onnx's search (ids in) with beam 4 and greedy, as callables."""
+    import onnxruntime
+
+    model.save(os.path.join(folder, "model.keras"))
+    in_fresh_process(write_search, folder)
+    session = onnxruntime.InferenceSession(os.path.join(folder, "search.onnx"),
+                                           onnxruntime_options())
+    source = sources()
+    runs = {}
+    for name, beams in [("translate.onnx, beam 4", 4), ("translate.onnx, greedy", 1)]:
+        def run(beams=beams):
+            return session.run(None, {"source_ids": source,
+                                      "beam_size": np.array(beams, np.int32)})[0]
+
+        lengths = np.count_nonzero(run()[:, 0], axis=1)
+        assert (lengths == OUTPUT_TOKENS).all(), lengths
+        runs[name] = run
+    return runs
+
+
 def marian():
     """`MarianMTModel.generate` with beam 4 and greedy, as callables."""
     import torch
@@ -134,8 +171,10 @@ def main():
     print(f"Machine: {machine()}. Batch {BATCH} x {SOURCE_LENGTH} source tokens, "
           f"{OUTPUT_TOKENS} output tokens each, base model, vocabulary {VOCAB}.\n")
     model = base_model()
-    runs = ours(model, args.uncached) | ctranslate2_runs(model) | marian()
-    results = timed_interleaved(runs, warmup=1, repeats=args.repeats)
+    with tempfile.TemporaryDirectory() as folder:
+        runs = ours(model, args.uncached) | ctranslate2_runs(model) | onnx_search(model, folder)
+        runs |= marian()
+        results = timed_interleaved(runs, warmup=1, repeats=args.repeats)
     tokens = BATCH * OUTPUT_TOKENS
     print(f"{'':34s} {'s/batch':>8s} {'target tok/s':>13s}")
     for name, seconds in results.items():
@@ -151,7 +190,9 @@ def main():
               f"{ratio(f'ours float32, {search}', f'CTranslate2 float32, {search}'):.2f}x; "
               f"ours bfloat16 / CTranslate2 int8 "
               f"{ratio(f'ours bfloat16, {search}', f'CTranslate2 int8, {search}'):.2f}x; "
-              f"ours float32 / Marian {ratio(f'ours float32, {search}', marian_name):.2f}x")
+              f"ours float32 / Marian {ratio(f'ours float32, {search}', marian_name):.2f}x; "
+              f"translate.onnx / ours float32 "
+              f"{ratio(f'translate.onnx, {search}', f'ours float32, {search}'):.2f}x")
         if args.uncached:
             print(f"{search}: cached / uncached "
                   f"{ratio(f'ours float32, {search}', f'ours float32, {search}, uncached'):.2f}x")

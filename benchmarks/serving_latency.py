@@ -1,15 +1,31 @@
-"""Serving speed of the two exported runtimes on the same model and inputs,
-side by side in one run: the TensorFlow SavedModel (its core `search_ids`
-signature, beam search inside the graph) and the onnxruntime runner (encoder
-and decoder-step graphs, beam search in NumPy).
+"""Serving speed of the exported runtimes on the same model and inputs, side
+by side in one run:
+- the TensorFlow SavedModel: text in (`translate`: SentencePiece and beam
+  search in the graph, tf-text) and ids in (`search_ids`, core TF ops);
+- `translate.onnx`: text in, SentencePiece (onnxruntime-extensions) and
+  onnxruntime's BeamSearch operator in one ONNX file, with float32 and with
+  int8 weights;
+- the onnxruntime runner: encoder and decoder-step graphs, beam search in
+  NumPy, ids in.
 
-    python benchmarks/serving_latency.py [--preset small --beam-size 4]
+    python benchmarks/serving_latency.py [--preset small|base --beam-size 4 --repeats 5]
 
 Reports per-sentence latency (batch 1) and throughput (batch 16), in target
-tokens per second, for sources of 24 tokens and 40 output tokens each.
+tokens per second, for sources of 24 tokens (23 words and the end token)
+and 40 output tokens each (39 words and the end token), and each runtime's
+ratio to the SavedModel with the same input (text or ids): above 1 is
+faster. The model has random weights whose end token never wins before the
+limit, and the tokenizer is a SentencePiece word model of random words, so
+that every runtime reads and writes exactly these numbers of tokens. All
+run in turns (one call of each, then again); onnxruntime without
+spin-waiting (see `common.onnxruntime_options`).
 """
 
+# Before TensorFlow (see keras_transformer/export/translate_onnx.py).
+import onnxruntime_extensions  # noqa: I001
+
 import argparse
+import functools
 import json
 import os
 import tempfile
@@ -18,54 +34,132 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from common import machine, model_running_to_the_limit, timed  # noqa: E402
+from common import (in_fresh_process, machine, model_running_to_the_limit,  # noqa: E402
+                    onnxruntime_options, timed_interleaved, word_tokenizer)
 
-SOURCE_LENGTH, OUTPUT_TOKENS = 24, 40
+SOURCE_LENGTH, OUTPUT_TOKENS, BATCHES = 24, 40, (1, 16)
+
+
+def write_onnx(folder):
+    """Writes the runner's graphs (onnx/) and translate.onnx in float32 and
+    int8 for the model and tokenizer saved in `folder` (in a process of its
+    own: see `common.in_fresh_process`)."""
+    import keras
+    import onnx
+
+    import keras_transformer.models  # noqa: F401  (registers the model class)
+    from keras_transformer.data import Tokenizer
+    from keras_transformer.export import onnx_beam_search, onnx_graphs, onnx_text
+    from keras_transformer.export.exporter import onnx_config
+    from keras_transformer.export.onnx_runner import CONFIG_FILE
+
+    model = keras.models.load_model(os.path.join(folder, "model.keras"), safe_mode=True)
+    tokenizer = Tokenizer(os.path.join(folder, "tokenizer.model"))
+    onnx_graphs.export(model, os.path.join(folder, "onnx"))
+    with open(os.path.join(folder, "onnx", CONFIG_FILE), "w") as file:
+        json.dump(onnx_config(model), file)
+    subgraphs = onnx_beam_search.subgraph_models(model)
+    for weights, graphs in (("float32", subgraphs),
+                            ("int8", tuple(onnx_graphs.quantize(g) for g in subgraphs))):
+        onnx.save(onnx_text.translate_model(model, tokenizer, graphs),
+                  os.path.join(folder, f"translate_{weights}.onnx"))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="small")
-    parser.add_argument("--vocab", type=int, default=8000)
+    parser.add_argument("--preset", choices=("small", "base"), default="small")
+    parser.add_argument("--vocab", type=int, help="default: 8,000 (small), 37,000 (base)")
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        benchmark(args, folder)
 
+
+def benchmark(args, folder):
+    vocab = args.vocab or {"small": 8000, "base": 37000}[args.preset]
+
+    import onnxruntime
     import tensorflow as tf
 
-    from keras_transformer.export import OnnxSearch, onnx_graphs, saved_model
-    from keras_transformer.export.exporter import onnx_config
-    from keras_transformer.export.onnx_runner import CONFIG_FILE
+    from keras_transformer.export import OnnxSearch, saved_model
     from keras_transformer.models import PRESETS
 
     config = PRESETS[args.preset].replace(decode_margin=OUTPUT_TOKENS - (SOURCE_LENGTH - 1),
                                           max_length=max(64, OUTPUT_TOKENS))
-    model = model_running_to_the_limit(config, args.vocab)
-    folder = tempfile.mkdtemp()
+    model = model_running_to_the_limit(config, vocab)
+    tokenizer, words = word_tokenizer(vocab, folder)
+    text_model = tf.saved_model.load(saved_model.save(model, os.path.join(folder, "text"), tokenizer))
     core = tf.saved_model.load(saved_model.save(model, os.path.join(folder, "core")))
-    onnx_dir = os.path.join(folder, "onnx")
-    onnx_graphs.export(model, onnx_dir)
-    with open(os.path.join(onnx_dir, CONFIG_FILE), "w") as file:
-        json.dump(onnx_config(model), file)
-    runner = OnnxSearch(onnx_dir)
+    model.save(os.path.join(folder, "model.keras"))
+    in_fresh_process(write_onnx, folder)
+    runner = OnnxSearch(os.path.join(folder, "onnx"), options=onnxruntime_options())
+    sessions = {}
+    for weights in ("float32", "int8"):
+        options = onnxruntime_options()
+        options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
+        sessions[weights] = onnxruntime.InferenceSession(
+            os.path.join(folder, f"translate_{weights}.onnx"), options)
 
     rng = np.random.default_rng(0)
-    print(f"Machine: {machine()}. Preset {args.preset}, vocabulary {args.vocab}, beam "
-          f"{args.beam_size}, {SOURCE_LENGTH} source and {OUTPUT_TOKENS} output tokens.\n")
-    print(f"{'':34s} {'batch 1 ms/sentence':>20s} {'batch 16 tok/s':>15s}")
-    for name in ("SavedModel (search_ids)", "onnxruntime runner"):
-        row = []
-        for batch in (1, 16):
-            source = rng.integers(4, args.vocab, (batch, SOURCE_LENGTH)).astype("int32")
-            source[:, -1] = 3
-            if name.startswith("SavedModel"):
-                run = lambda s=source: core.signatures["search_ids"](  # noqa: E731
-                    source_ids=tf.constant(s), beam_size=tf.constant(args.beam_size),
-                    alpha=tf.constant(0.6), decode_margin=tf.constant(config.decode_margin))
-            else:
-                run = lambda s=source: runner.beam(s, beam_size=args.beam_size)  # noqa: E731
-            row.append(timed(run, warmup=1, repeats=args.repeats))
-        print(f"{name:34s} {row[0] * 1000:20.0f} {16 * OUTPUT_TOKENS / row[1]:15.0f}")
+    beam, alpha, margin = args.beam_size, 0.6, config.decode_margin
+
+    # Each returns the number of tokens it wrote per sentence, the end token
+    # included (the words of a text, + 1).
+    def text_saved_model(texts, source):
+        out = text_model.signatures["translate"](
+            text=tf.constant(texts), beam_size=tf.constant(beam), alpha=tf.constant(alpha),
+            decode_margin=tf.constant(margin))
+        return [len(t.split()) + 1 for t in out["translations"].numpy()[:, 0]]
+
+    def translate_onnx(session, texts, source):
+        translations, _ = session.run(None, {"text": np.array(texts, dtype=object),
+                                             "beam_size": np.array(beam, np.int32),
+                                             "alpha": np.array(alpha, np.float32)})
+        return [len(t.split()) + 1 for t in translations[:, 0]]
+
+    def ids_saved_model(texts, source):
+        out = core.signatures["search_ids"](
+            source_ids=tf.constant(source), beam_size=tf.constant(beam), alpha=tf.constant(alpha),
+            decode_margin=tf.constant(margin))
+        return list(np.count_nonzero(out["target_ids"].numpy()[:, 0], axis=1))
+
+    def runner_search(texts, source):
+        tokens, _ = runner.beam(source, beam_size=beam, alpha=alpha)
+        return list(np.count_nonzero(tokens[:, 0], axis=1))
+
+    contenders = {
+        "SavedModel, text in (translate)": ("text", text_saved_model),
+        "translate.onnx, float32": ("text", functools.partial(translate_onnx, sessions["float32"])),
+        "translate.onnx, int8": ("text", functools.partial(translate_onnx, sessions["int8"])),
+        "SavedModel, ids in (search_ids)": ("ids", ids_saved_model),
+        "onnxruntime runner, ids in": ("ids", runner_search),
+    }
+    runs = {batch: {} for batch in BATCHES}
+    for batch in BATCHES:
+        texts = [" ".join(rng.choice(words, SOURCE_LENGTH - 1)) for _ in range(batch)]
+        source = tokenizer.tokenize(tf.constant(texts)).to_tensor().numpy()
+        source = np.concatenate([source, np.full((batch, 1), 3, source.dtype)], axis=1)
+        for name, (_, run) in contenders.items():
+            runs[batch][name] = functools.partial(run, texts, source)
+            counts = runs[batch][name]()
+            # The same work for every runtime (int8 weights may let the end
+            # token win early: not required of them).
+            assert counts == [OUTPUT_TOKENS] * batch or name.endswith("int8"), (name, counts)
+
+    times = {batch: timed_interleaved(runs[batch], warmup=1, repeats=args.repeats)
+             for batch in BATCHES}
+    reference = {"text": "SavedModel, text in (translate)", "ids": "SavedModel, ids in (search_ids)"}
+    print(f"Machine: {machine()}. Preset {args.preset}, vocabulary {vocab}, beam {beam}, "
+          f"{SOURCE_LENGTH} source and {OUTPUT_TOKENS} output tokens; median of {args.repeats}.\n")
+    print(f"{'':34s} {'batch 1 ms/sentence':>20s} {'x SavedModel':>12s} "
+          f"{'batch 16 tok/s':>15s} {'x SavedModel':>12s}")
+    for name, (kind, _) in contenders.items():
+        base = reference[kind]
+        latency, reference_latency = times[1][name], times[1][base]
+        throughput = 16 * OUTPUT_TOKENS / times[16][name]
+        print(f"{name:34s} {latency * 1000:20.0f} {reference_latency / latency:12.2f} "
+              f"{throughput:15.0f} {times[16][base] / times[16][name]:12.2f}")
 
 
 if __name__ == "__main__":

@@ -109,8 +109,11 @@ class _Decoder:
             # `[:, step][:, None]`, not `[:, step:step + 1]`: a static length
             # of 1 lets the output projection take its faster one-position
             # path (see `SharedEmbedding`).
-            logits, state = self.model.decode_step(tokens[:, step][:, None], step, state,
-                                                   grow_cache=self.grow_cache)
+            step_ids = tokens[:, step][:, None]
+            if self.grow_cache:
+                logits, state = self.model.decode_step_growing(step_ids, state)
+            else:
+                logits, state = self.model.decode_step(step_ids, step, state)
         else:
             logits = self.model.decode(tokens[:, :step + 1], state["encoder_output"], self.source_ids)
         log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32))

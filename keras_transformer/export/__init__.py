@@ -9,6 +9,9 @@
   with onnxruntime and NumPy, and text in / text out with sentencepiece.
 - `ctranslate2_model.save`: the model as a CTranslate2 model (float32 or
   int8); `CTranslate2Translator`: text in / text out with it.
+- `onnx_beam_search`, `onnx_text`: `translate.onnx`, one file with the
+  tokenizer and onnxruntime's BeamSearch operator inside; `translate_onnx.py`
+  runs it with only onnxruntime and onnxruntime-extensions.
 
 The exporter is imported on first use, so that the runners can be imported
 without loading TensorFlow.

@@ -10,12 +10,20 @@ Layout of an export folder:
                            ops; not for FSMT, whose tokenizer is not TF ops)
     saved_model_core/      the id signatures only, core TF ops (stock TF Serving)
     onnx/                  forward.onnx, encoder.onnx, decoder_step.onnx,
-                           config.json and the tokenizer files, for onnxruntime
+                           config.json and the tokenizer files, for onnxruntime;
+                           and translate.onnx: text in, text out, beam search
+                           inside (onnxruntime + onnxruntime-extensions; not
+                           for FSMT, whose tokenizer is not graph ops)
     ctranslate2/           model.bin, config.json, the vocabularies,
                            decoding.json and the tokenizer files, for
                            CTranslate2 (only when asked for: an optional
                            dependency)
     export.json            what was exported and what the checks measured
+
+`quantization="int8"` stores the ONNX graphs' weights as int8
+(onnxruntime's dynamic quantization): they are first written and checked in
+float32, then quantized and checked to load and translate, and how often
+they agree with float32 goes into the report.
 
 Everything is written to a temporary folder next to the destination; a
 failure (a missing or corrupt model, checkpoint or tokenizer, a check that
@@ -24,10 +32,13 @@ does not pass) removes it and leaves any earlier export untouched.
 
 import json
 import os
+import subprocess
+import sys
 import warnings
 
 import keras
 import numpy as np
+import onnx
 import onnxruntime
 import tensorflow as tf
 
@@ -39,7 +50,13 @@ from keras_transformer.decoding import (
     load_model_and_tokenizer,
 )
 from keras_transformer.decoding.translator import encode_sources, max_source_tokens
-from keras_transformer.export import ctranslate2_model, onnx_graphs, saved_model
+from keras_transformer.export import (
+    ctranslate2_model,
+    onnx_beam_search,
+    onnx_graphs,
+    onnx_text,
+    saved_model,
+)
 from keras_transformer.export.ctranslate2_translator import (
     QUANTIZATIONS,
     CTranslate2Translator,
@@ -57,8 +74,12 @@ from keras_transformer.textfiles import TruncationWarning, check_output, replace
 FORMATS = ("keras", "saved_model", "onnx", "ctranslate2")
 DEFAULT_FORMATS = ("keras", "saved_model", "onnx")
 """What `export_run` writes unless told: CTranslate2 is an optional dependency."""
+TRANSLATE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "translate_onnx.py")
+# The last starts with a language code: one id for a multilingual OPUS-MT
+# model's tokenizer (unk if its vocabulary lacks it), plain text for others.
 CHECK_SENTENCES = ("", "Guten Morgen!", "Das Haus ist groß.",
-                   "Ich habe heute keine Zeit, aber morgen komme ich gern.")
+                   "Ich habe heute keine Zeit, aber morgen komme ich gern.",
+                   ">>fra<< Wo ist der Bahnhof?")
 
 
 def load_for_export(run_dir, model_file=None, checkpoint=None):
@@ -120,12 +141,12 @@ def export_run(run_dir, output_dir, formats=DEFAULT_FORMATS, model_file=None, ch
     """Exports a training output folder; returns the report in export.json.
 
     `quantization` is how the formats that can store weights in another
-    type do so: "float32", or "int8" (CTranslate2). A float32 export is
-    checked for exactness; an int8 one for loading and translating, with
-    its agreement measured and reported. `precision` is the one the
-    SavedModels decode in ("bfloat16" is faster on CPUs with AVX-512 BF16
-    or AMX, "float16" on GPUs; see `models.in_precision`), checked against
-    the same precision in process.
+    type do so: "float32", or "int8" (the ONNX graphs, CTranslate2). A
+    float32 export is checked for exactness; an int8 one for loading and
+    translating, with its agreement measured and reported. `precision` is
+    the one the SavedModels decode in ("bfloat16" is faster on CPUs with
+    AVX-512 BF16 or AMX, "float16" on GPUs; see `models.in_precision`),
+    checked against the same precision in process.
 
     Raises:
         FileExistsError: `output_dir` exists and `overwrite` is False
@@ -212,21 +233,9 @@ def _write_and_check(model, tokenizer, folder, formats, quantization, precision)
 
     if "onnx" in formats:
         expected_search = beam_search(model, source)
-        directory = os.path.join(folder, "onnx")
-        onnx_graphs.export(model, directory)
-        with open(os.path.join(directory, CONFIG_FILE), "w") as file:
-            json.dump(onnx_config(model), file, indent=2)
-        tokenizer.save(directory)
-        runner = OnnxSearch(directory)
-        forward = onnxruntime.InferenceSession(os.path.join(directory, "forward.onnx"))
-        logits = forward.run(None, {"source_ids": source, "target_ids": target})[0]
-        difference = float(np.abs(logits - expected_logits).max())
-        _require(difference < 1e-4, f"ONNX logits differ from Keras by {difference} (> 1e-4)")
-        tokens, _ = runner.beam(source)
-        _require(np.array_equal(tokens, expected_search.tokens.numpy()),
-                 "the onnxruntime beam search differs from the TensorFlow one")
-        report["formats"]["onnx"] = {"path": "onnx", "opset": onnx_graphs.OPSET,
-                                     "max_logit_difference": difference, "beam_tokens_match": True}
+        report["formats"]["onnx"] = _write_and_check_onnx(
+            model, tokenizer, os.path.join(folder, "onnx"), inputs, expected_logits,
+            expected_search.tokens.numpy(), quantization)
 
     if "ctranslate2" in formats:
         directory = ctranslate2_model.save(model, tokenizer, os.path.join(folder, "ctranslate2"),
@@ -269,6 +278,102 @@ def _until_end(ids, eos_id):
     """Search output up to and including the first end id, as a list."""
     ids = [int(i) for i in ids]
     return ids[:ids.index(eos_id) + 1] if eos_id in ids else ids
+
+
+def _write_and_check_onnx(model, tokenizer, directory, inputs, expected_logits, expected_tokens,
+                          quantization):
+    """Writes onnx/ in float32 and checks it against the in-process model:
+    logits, the runner's beam search, and translate.onnx's greedy and
+    alpha = 0 beam translations (where its rules are ours); then, for int8,
+    quantizes the graphs and measures how often they agree."""
+    onnx_graphs.export(model, directory)
+    with open(os.path.join(directory, CONFIG_FILE), "w") as file:
+        json.dump(onnx_config(model), file, indent=2)
+    tokenizer.save(directory)
+    translate_path = os.path.join(directory, onnx_text.FILE)
+    subgraphs = None
+    if onnx_text.supports(tokenizer):
+        subgraphs = onnx_beam_search.subgraph_models(model)
+        onnx.save(onnx_text.translate_model(model, tokenizer, subgraphs), translate_path)
+    logits, tokens, translations = _run_onnx(directory, inputs, subgraphs is not None)
+    difference = float(np.abs(logits - expected_logits).max())
+    _require(difference < 1e-4, f"ONNX logits differ from Keras by {difference} (> 1e-4)")
+    _require(np.array_equal(tokens, expected_tokens),
+             "the onnxruntime beam search differs from the TensorFlow one")
+    report = {"path": "onnx", "opset": onnx_graphs.OPSET, "max_logit_difference": difference,
+              "beam_tokens_match": True}
+    if subgraphs is not None:
+        _require(translations == _served_translations(model, tokenizer),
+                 "translate.onnx translated differently from the SavedModel's translate "
+                 "function (greedy, or beam search with alpha 0)")
+        report["translate"] = {"path": f"onnx/{onnx_text.FILE}", "greedy_matches": True,
+                               "beam_alpha_0_matches": True}
+    if quantization == "int8":
+        for name in ("forward", "encoder", "decoder_step"):
+            path = os.path.join(directory, f"{name}.onnx")
+            onnx.save(onnx_graphs.quantize(onnx.load(path)), path)
+        if subgraphs is not None:
+            subgraphs = tuple(onnx_graphs.quantize(proto) for proto in subgraphs)
+            onnx.save(onnx_text.translate_model(model, tokenizer, subgraphs), translate_path)
+        int8_logits, int8_tokens, int8_translations = _run_onnx(directory, inputs,
+                                                                subgraphs is not None)
+        report["int8"] = {
+            "max_logit_difference": float(np.abs(int8_logits - expected_logits).max()),
+            "beam_tokens_agreement": _agreement(list(int8_tokens), list(tokens))}
+        if subgraphs is not None:
+            report["int8"]["translate_agreement"] = _agreement(
+                [text for run in int8_translations for text in run],
+                [text for run in translations for text in run])
+    return report
+
+
+TRANSLATE_CHECKS = ({"beam_size": 1}, {"alpha": 0.0})
+"""translate.onnx's settings whose translations must be the SavedModel's."""
+
+
+def _served_translations(model, tokenizer):
+    """The best translations of the check sentences by the text SavedModel's
+    `translate` function (run in this process), for each of
+    `TRANSLATE_CHECKS`."""
+    translate = saved_model.ServingModule(model, tokenizer).translate
+    config = model.config
+    runs = []
+    for settings in TRANSLATE_CHECKS:
+        values = {"beam_size": config.beam_size, "alpha": float(config.length_penalty),
+                  "decode_margin": config.decode_margin} | settings
+        output = translate(tf.constant(list(CHECK_SENTENCES)), tf.constant(values["beam_size"]),
+                           tf.constant(values["alpha"]), tf.constant(values["decode_margin"]))
+        runs.append([text.decode() for text in output["translations"][:, 0].numpy()])
+    return runs
+
+
+def _run_onnx(directory, inputs, translate):
+    """The forward graph's logits and the runner's beam-search tokens of the
+    check ids, and translate.onnx's translations of the check sentences for
+    each of `TRANSLATE_CHECKS` (None without translate.onnx)."""
+    forward = onnxruntime.InferenceSession(os.path.join(directory, "forward.onnx"))
+    logits = forward.run(None, inputs)[0]
+    tokens, _ = OnnxSearch(directory).beam(inputs["source_ids"])
+    translations = None
+    if translate:
+        # In a process of its own: onnxruntime-extensions' ops crash a
+        # process that loaded TensorFlow first, and this shows that the
+        # file needs neither TensorFlow nor this package.
+        request = {"sentences": list(CHECK_SENTENCES), "settings": list(TRANSLATE_CHECKS)}
+        path = os.path.join(directory, onnx_text.FILE)
+        done = subprocess.run([sys.executable, TRANSLATE_SCRIPT, path, "--json"],
+                              input=json.dumps(request), capture_output=True, text=True)
+        if done.returncode:
+            lines = done.stderr.strip().splitlines() or ["no output"]
+            raise ValueError(f"Export check failed: translate.onnx did not run: {lines[-1]}")
+        translations = [run["translations"] for run in json.loads(done.stdout)["results"]]
+        translations = [[row[0] for row in run] for run in translations]
+    return logits, tokens, translations
+
+
+def _agreement(values, expected):
+    """The fraction of items equal to the expected ones."""
+    return float(np.mean([np.array_equal(a, b) for a, b in zip(values, expected)]))
 
 
 def _require(ok, message):

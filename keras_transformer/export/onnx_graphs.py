@@ -17,13 +17,18 @@ own loop: the search lives in `onnx_runner.py`.
   `new_self_keys_<i>`, `new_self_values_<i>`.
 """
 
+import logging
 import os
+import tempfile
 
+import onnx
 import tensorflow as tf
 import tf2onnx
 
 
 OPSET = 17
+QUANTIZATIONS = ("float32", "int8")
+"""The weights an export stores in its ONNX graphs (see `quantize`)."""
 
 
 def _cache_spec(model, name, dim):
@@ -86,15 +91,53 @@ def decoder_step_function(model):
     return tf.function(decoder_step, input_signature=signature)
 
 
+def convert(function, opset=OPSET):
+    """A `tf.function` with an input signature -> `onnx.ModelProto`."""
+    proto, _ = tf2onnx.convert.from_function(function, input_signature=function.input_signature,
+                                             opset=opset)
+    return proto
+
+
 def export(model, directory, opset=OPSET):
     """Writes forward.onnx, encoder.onnx and decoder_step.onnx to `directory`."""
     os.makedirs(directory, exist_ok=True)
     paths = {}
     for name, make in (("forward", forward_function), ("encoder", encoder_function),
                        ("decoder_step", decoder_step_function)):
-        function = make(model)
         path = os.path.join(directory, f"{name}.onnx")
-        tf2onnx.convert.from_function(function, input_signature=function.input_signature,
-                                      opset=opset, output_path=path)
+        onnx.save(convert(make(model), opset), path)
         paths[name] = path
     return paths
+
+
+def quantize(proto):
+    """The model with int8 weights (onnxruntime's dynamic quantization: the
+    matmuls' and embeddings' weights are stored as int8 with a scale,
+    activations are quantized on the fly)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # Its advice to pre-process first (symbolic shape inference) is left
+    # out: that fails on these graphs and made no int8 graph faster here.
+    advice = _DropMessage("run pre-processing before quantization")
+    logging.getLogger().addFilter(advice)
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            source = os.path.join(scratch, "float32.onnx")
+            target = os.path.join(scratch, "int8.onnx")
+            onnx.save(proto, source)
+            quantize_dynamic(source, target, weight_type=QuantType.QInt8,
+                             extra_options={"EnableSubgraph": True})
+            return onnx.load(target)
+    finally:
+        logging.getLogger().removeFilter(advice)
+
+
+class _DropMessage(logging.Filter):
+    """Drops log records that contain `text`."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.text = text
+
+    def filter(self, record):
+        return self.text not in record.getMessage()

@@ -50,14 +50,16 @@ def _session(path, options):
 
 class OnnxSearch:
     """Searches with `encoder.onnx` and `decoder_step.onnx` from `directory`
-    (written by `keras_transformer.export`, with its `config.json`)."""
+    (written by `keras_transformer.export`, with its `config.json`), with
+    onnxruntime's default session options, or `options` (an
+    `onnxruntime.SessionOptions`)."""
 
-    def __init__(self, directory, threads=None):
+    def __init__(self, directory, threads=None, options=None):
         if not os.path.isdir(directory):
             raise FileNotFoundError(f"{directory} is not a folder; give the onnx/ folder of an "
                                     "export (export/export_model.py).")
         self.config = read_json(os.path.join(directory, CONFIG_FILE))
-        options = onnxruntime.SessionOptions()
+        options = options or onnxruntime.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
         self.encoder = _session(os.path.join(directory, "encoder.onnx"), options)

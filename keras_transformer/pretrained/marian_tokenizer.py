@@ -19,16 +19,17 @@ How Hugging Face's steps map to graph ops:
 
 import hashlib
 import os
-import sys
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_transformer.pretrained.marian_vocabulary import (
+    LANGUAGE_CODE_PREFIX_RE2,
     SOURCE_SPM,
     SPECIAL_TOKENS,
     SPIECE_UNDERLINE,
     TARGET_SPM,
+    WHITESPACE_RE2,
     MarianVocabulary,
 )
 
@@ -38,18 +39,6 @@ _MARK = b"\xff"
 # A part that starts with ">>" and has a "<<" later: the code runs to the
 # first "<<" ((?s): "." also matches newlines, like Python's str.find).
 _CODE_FULL_MATCH = r"(?s)>>.*?<<.*"
-_CODE_PREFIX = r"(?s)^>>.*?<<"
-
-
-def _python_whitespace_class():
-    """A RE2 character class of exactly the characters Python's `str.strip()`
-    removes: `tf.strings.strip` removes ASCII whitespace only, and Hugging
-    Face strips the decoded text with `str.strip()`."""
-    spaces = [code for code in range(sys.maxunicode + 1) if chr(code).isspace()]
-    return "[" + "".join(f"\\x{{{code:x}}}" for code in spaces) + "]"
-
-
-_WHITESPACE = _python_whitespace_class()
 
 
 class MarianTokenizer(tf.Module):
@@ -142,7 +131,7 @@ class MarianTokenizer(tf.Module):
         is_special = tf.strings.regex_full_match(flat, _SPECIAL_PATTERN)
         has_code = tf.logical_and(tf.logical_not(is_special),
                                   tf.strings.regex_full_match(flat, _CODE_FULL_MATCH))
-        rest = tf.strings.regex_replace(flat, _CODE_PREFIX, "", replace_global=False)
+        rest = tf.strings.regex_replace(flat, LANGUAGE_CODE_PREFIX_RE2, "", replace_global=False)
         code = tf.strings.substr(flat, tf.zeros_like(tf.strings.length(flat)),
                                  tf.strings.length(flat) - tf.strings.length(rest))
         rest = tf.where(is_special, "", rest)
@@ -204,7 +193,7 @@ class MarianTokenizer(tf.Module):
         texts = tf.strings.reduce_join(
             tf.RaggedTensor.from_row_lengths(decoded + endings, segments_per_row), axis=1)
         texts = tf.strings.regex_replace(texts, SPIECE_UNDERLINE, " ")
-        return tf.strings.regex_replace(texts, f"^{_WHITESPACE}+|{_WHITESPACE}+$", "")
+        return tf.strings.regex_replace(texts, f"^{WHITESPACE_RE2}+|{WHITESPACE_RE2}+$", "")
 
 
 def _sentencepiece(model):

@@ -16,6 +16,7 @@ same inside the TensorFlow graph.
 import json
 import os
 import re
+import sys
 
 import sentencepiece
 
@@ -32,6 +33,23 @@ PAD = "<pad>"
 # input text before SentencePiece runs, and skipped by decode.
 SPECIAL_TOKENS = (EOS, UNK, PAD)
 SPIECE_UNDERLINE = "\u2581"
+
+
+def _python_whitespace_class():
+    """A RE2 character class of exactly the characters Python's `str.strip()`
+    removes (RE2's own classes and `tf.strings.strip` know ASCII whitespace
+    only, and Hugging Face strips the decoded text with `str.strip()`)."""
+    spaces = [code for code in range(sys.maxunicode + 1) if chr(code).isspace()]
+    return "[" + "".join(f"\\x{{{code:x}}}" for code in spaces) + "]"
+
+
+# The rules below as RE2 patterns, for the tokenizers that run as graph ops
+# (TensorFlow's `marian_tokenizer`, the ONNX `export.onnx_text`):
+LANGUAGE_CODE_PREFIX_RE2 = r"(?s)^>>.*?<<"
+"""A leading language code (see `split_language_code`); (?s): "." also
+matches newlines, like Python's `str.find`."""
+WHITESPACE_RE2 = _python_whitespace_class()
+"""The characters `join_pieces` strips from both ends."""
 
 # Marian vocabularies number their pieces 0..n-1; allow some holes (Hugging
 # Face fills them from SentencePiece), but not ids so sparse that the dense
@@ -236,6 +254,13 @@ class MarianVocabulary:
     def pieces(self, ids, target=False):
         """The vocabulary strings of some ids (for display)."""
         return [self.piece(index, target) for index in ids]
+
+    def source_spm_id_table(self):
+        """The source vocabulary's id of each `source.spm` id (`unk_id` for
+        pieces the vocabulary lacks), for graph-side tables: what `encode`
+        gives for a piece, by SentencePiece id."""
+        return [self._source_vocab.get(self._source_spm.id_to_piece(index), self.unk_id)
+                for index in range(self._source_spm.get_piece_size())]
 
     def decode_piece_table(self):
         """The piece `decode` uses for each target id 0..n-1 (None for an id

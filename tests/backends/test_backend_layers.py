@@ -54,6 +54,13 @@ def test_attention_caches_equal_the_full_computation():
         np.testing.assert_allclose(numpy(output)[:, 0], full[:, step], atol=1e-5)
     keys = reference.dense(query, layer.key_dense).reshape(BATCH, LENGTH, 2, 4)
     np.testing.assert_allclose(numpy(cache[0])[:, :, :LENGTH], keys.transpose(0, 2, 1, 3), atol=1e-5)
+    # A cache that grows (onnxruntime's BeamSearch form).
+    grown = (np.zeros((BATCH, 2, 0, 4), "float32"),) * 2
+    for step in range(LENGTH):
+        output, grown = layer(query[:, step:step + 1], use_causal_mask=True, cache=grown,
+                              append_to_cache=True)
+        np.testing.assert_allclose(numpy(output)[:, 0], full[:, step], atol=1e-5)
+    np.testing.assert_allclose(numpy(grown[0]), keys.transpose(0, 2, 1, 3), atol=1e-5)
     # Cross-attention over precomputed keys and values.
     expected = numpy(layer(query, value, value_mask=PADDING))
     output, _ = layer(query, None, cache=layer.key_value_cache(value), value_mask=PADDING)

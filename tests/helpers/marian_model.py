@@ -17,11 +17,14 @@ from helpers.marian_files import sentence_pairs, write_marian_tokenizer_files
 
 
 def write_marian_model(directory, separate_vocabs=False, activation="swish", seed=0,
-                       train_steps=150):
+                       train_steps=150, language_codes=False):
     """Writes tokenizer files and a `MarianMTModel` (2+2 layers, d_model 32,
     trained `train_steps` steps) into `directory`; returns
-    `(MarianFiles, MarianMTModel)` with the model in eval mode."""
-    files = write_marian_tokenizer_files(directory, separate_vocabs=separate_vocabs)
+    `(MarianFiles, MarianMTModel)` with the model in eval mode.
+    `language_codes`: the vocabulary has `>>fra<<` and `>>deu<<` (see
+    `write_marian_tokenizer_files`)."""
+    files = write_marian_tokenizer_files(directory, separate_vocabs=separate_vocabs,
+                                         language_codes=language_codes)
     torch.manual_seed(seed)
     config = MarianConfig(
         vocab_size=files.vocab_size,

@@ -86,3 +86,25 @@ translations = CTranslate2Translator(sys.argv[1]).translate(json.loads(sys.argv[
 print(json.dumps({"translations": translations,
                   "loaded": sorted({"tensorflow", "keras"} & set(sys.modules))}))
 """
+
+# Translates with translate.onnx as the README shows, with only onnxruntime
+# and onnxruntime-extensions: reads {"path", "sentences", "settings": [...]}
+# from standard input, prints the translations and scores for each settings
+# dict, and which of TensorFlow and keras_transformer got imported.
+TRANSLATE_ONNX_PROCESS = """
+import json, sys
+import numpy as np, onnxruntime, onnxruntime_extensions
+request = json.load(sys.stdin)
+options = onnxruntime.SessionOptions()
+options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
+session = onnxruntime.InferenceSession(request["path"], options)
+types = {"beam_size": np.int32, "n_best": np.int32, "alpha": np.float32, "decode_margin": np.int32}
+runs = []
+for settings in request["settings"]:
+    feeds = {"text": np.array(request["sentences"], dtype=object)}
+    feeds.update({name: np.array(value, types[name]) for name, value in settings.items()})
+    translations, scores = session.run(None, feeds)
+    runs.append({"translations": translations.tolist(), "scores": scores.tolist()})
+loaded = sorted(name for name in ("tensorflow", "keras_transformer") if name in sys.modules)
+print(json.dumps({"runs": runs, "loaded": loaded}))
+"""
