@@ -8,7 +8,7 @@ exported SavedModel that stock TensorFlow Serving can run.
 
 The encoder runs once. By default each step runs the decoder on the newest
 token only, appending its keys and values to the self-attention caches of
-`Transformer.decode_step`, so that step t reads t + 1 cached positions.
+`Transformer.decode_step_growing`, so that step t reads t + 1 cached positions.
 `static_cache=True` keeps caches of the maximum output length instead, which
 each step writes into: every loop variable then has a fixed shape, as XLA
 (`jit_compile=True`) requires, at the cost of attending over (masked) empty
