@@ -6,7 +6,9 @@ by side in one run:
   onnxruntime's BeamSearch operator in one ONNX file, with float32 and with
   int8 weights;
 - the onnxruntime runner: encoder and decoder-step graphs, beam search in
-  NumPy, ids in.
+  NumPy, ids in;
+- CTranslate2 (float32 and int8 weights), text in through our
+  `CTranslate2Translator` (sentencepiece, then `ctranslate2.Translator`).
 
     python benchmarks/serving_latency.py [--preset small|base --beam-size 4 --repeats 5]
 
@@ -82,7 +84,8 @@ def benchmark(args, folder):
     import onnxruntime
     import tensorflow as tf
 
-    from keras_transformer.export import OnnxSearch, saved_model
+    from keras_transformer.export import CTranslate2Translator, OnnxSearch, saved_model
+    from keras_transformer.export.ctranslate2_model import save as save_ctranslate2
     from keras_transformer.models import PRESETS
 
     config = PRESETS[args.preset].replace(decode_margin=OUTPUT_TOKENS - (SOURCE_LENGTH - 1),
@@ -101,6 +104,12 @@ def benchmark(args, folder):
         sessions[weights] = onnxruntime.InferenceSession(
             os.path.join(folder, f"translate_{weights}.onnx"), options)
 
+    translators = {}
+    for weights in ("float32", "int8"):
+        directory = save_ctranslate2(model, tokenizer, os.path.join(folder, f"ct2_{weights}"),
+                                     weights)
+        translators[weights] = CTranslate2Translator(directory, threads=os.cpu_count())
+
     rng = np.random.default_rng(0)
     beam, alpha, margin = args.beam_size, 0.6, config.decode_margin
 
@@ -118,6 +127,10 @@ def benchmark(args, folder):
                                              "alpha": np.array(alpha, np.float32)})
         return [len(t.split()) + 1 for t in translations[:, 0]]
 
+    def ctranslate2(translator, texts, source):
+        translations = translator.translate(texts, beam_size=beam, alpha=alpha)
+        return [len(t.split()) + 1 for t in translations]
+
     def ids_saved_model(texts, source):
         out = core.signatures["search_ids"](
             source_ids=tf.constant(source), beam_size=tf.constant(beam), alpha=tf.constant(alpha),
@@ -132,6 +145,8 @@ def benchmark(args, folder):
         "SavedModel, text in (translate)": ("text", text_saved_model),
         "translate.onnx, float32": ("text", functools.partial(translate_onnx, sessions["float32"])),
         "translate.onnx, int8": ("text", functools.partial(translate_onnx, sessions["int8"])),
+        "CTranslate2, float32": ("text", functools.partial(ctranslate2, translators["float32"])),
+        "CTranslate2, int8": ("text", functools.partial(ctranslate2, translators["int8"])),
         "SavedModel, ids in (search_ids)": ("ids", ids_saved_model),
         "onnxruntime runner, ids in": ("ids", runner_search),
     }
