@@ -1,20 +1,22 @@
-"""Decoding throughput of the base model: our cached beam and greedy search,
-our uncached search (the decoder re-run over the whole prefix at every step),
-the search of `translate.onnx` (onnxruntime's BeamSearch operator, float32,
-ids in: the file's graph without its SentencePiece ops, as this benchmark
-feeds ids), and Hugging Face `transformers`' `MarianMTModel.generate` on
-PyTorch CPU with the same dimensions, side by side in one run.
+"""Decoding throughput of the base model: our cached beam and greedy search
+in float32 and bfloat16, CTranslate2 (float32 and int8) built from the same
+Keras weights, the search of `translate.onnx` (onnxruntime's BeamSearch
+operator, float32, ids in: the file's graph without its SentencePiece ops,
+as this benchmark feeds ids), and Hugging Face `transformers`'
+`MarianMTModel.generate` on PyTorch CPU with the same dimensions, side by
+side in one run.
 
-    pip install torch==2.13.0 transformers   # only for this benchmark
-    python benchmarks/decode_throughput.py
+    pip install ctranslate2 torch==2.13.0 transformers   # only for this benchmark
+    python benchmarks/decode_throughput.py [--uncached] [--repeats 7]
 
 Setting: base preset (6+6 layers, d_model 512, d_ff 2048, 8 heads), a
 37,000-token vocabulary, random weights, a batch of 16 sentences of 24
 tokens, exactly 40 output tokens per sentence (the end token is kept from
 winning before then), beam 4 and greedy. Reported: target tokens per second
 (16 x 40 / seconds per batch), the median of `--repeats` runs taken in turns
-(ours, Marian, ours, ...), so that the ratios compare runs made at the same
-time on a machine whose speed drifts.
+(ours, CTranslate2, onnxruntime, Marian, ours, ...), so that the ratios compare runs made
+at the same time on a machine whose speed drifts. `--uncached` adds our
+search re-running the decoder over the whole prefix at every step.
 """
 
 import argparse
@@ -39,7 +41,6 @@ def sources(seed=0):
 
 
 def base_model():
-    """The base model, random weights, the end token kept from winning."""
     from keras_transformer.models import BASE
 
     # Output limit = source length (23 without its end token) + margin = 40.
@@ -47,24 +48,60 @@ def base_model():
     return model_running_to_the_limit(config, VOCAB)
 
 
-def ours(model):
-    """Our four searches, each a callable that decodes the batch once."""
+def ours(model, uncached=False):
+    """Our searches, each a callable that decodes the batch once."""
     import tensorflow as tf
 
     from keras_transformer.decoding import beam_search, greedy_search
+    from keras_transformer.models import in_precision
 
     source = tf.constant(sources())
+    contenders = [("beam 4", beam_search, dict(beam_size=4)), ("greedy", greedy_search, {})]
+    if uncached:
+        contenders += [("beam 4, uncached", beam_search, dict(beam_size=4, use_cache=False)),
+                       ("greedy, uncached", greedy_search, dict(use_cache=False))]
     runs = {}
-    for name, search, kwargs in [
-        ("ours, beam 4, cached", beam_search, dict(beam_size=4)),
-        ("ours, greedy, cached", greedy_search, {}),
-        ("ours, beam 4, uncached", beam_search, dict(beam_size=4, use_cache=False)),
-        ("ours, greedy, uncached", greedy_search, dict(use_cache=False)),
-    ]:
-        function = tf.function(lambda s, search=search, kwargs=kwargs: search(model, s, **kwargs).tokens)
-        lengths = np.count_nonzero(function(source).numpy()[:, 0], axis=1)
-        assert (lengths == OUTPUT_TOKENS).all(), lengths
-        runs[name] = lambda function=function: function(source).numpy()
+    for precision in ("float32", "bfloat16"):
+        copy = in_precision(model, precision)
+        for name, search, kwargs in contenders:
+            if "uncached" in name and precision != "float32":
+                continue
+            function = tf.function(lambda s, m=copy, search=search, kwargs=kwargs:
+                                   search(m, s, **kwargs).tokens)
+            lengths = np.count_nonzero(function(source).numpy()[:, 0], axis=1)
+            assert (lengths == OUTPUT_TOKENS).all(), lengths
+            runs[f"ours {precision}, {name}"] = lambda function=function: function(source).numpy()
+    return runs
+
+
+def ctranslate2_runs(model):
+    """CTranslate2 float32 and int8 models written from `model`'s weights by
+    our exporter, with beam 4 and greedy, as callables on token strings."""
+    import ctranslate2
+
+    from keras_transformer.export.ctranslate2_model import transformer_spec
+
+    tokens = [f"t{i}" for i in range(VOCAB)]
+    config = model.config
+    folder = tempfile.mkdtemp()
+    spec = transformer_spec(model, tokens, tokens)
+    spec.save(folder)
+    # CTranslate2 appends the end token itself; the searches ban padding
+    # and the start token, as ours do.
+    batch = [[tokens[i] for i in row[:-1]] for row in sources()]
+    banned = [[tokens[config.pad_id]], [tokens[config.decoder_start_id]]]
+    runs = {}
+    for compute_type in ("float32", "int8"):
+        translator = ctranslate2.Translator(folder, compute_type=compute_type,
+                                            intra_threads=os.cpu_count())
+        for name, beams in (("beam 4", 4), ("greedy", 1)):
+            def run(translator=translator, beams=beams):
+                return translator.translate_batch(
+                    batch, beam_size=beams, max_decoding_length=OUTPUT_TOKENS,
+                    min_decoding_length=OUTPUT_TOKENS, suppress_sequences=banned)
+            lengths = {len(result.hypotheses[0]) for result in run()}
+            assert lengths <= {OUTPUT_TOKENS - 1, OUTPUT_TOKENS}, lengths
+            runs[f"CTranslate2 {compute_type}, {name}"] = run
     return runs
 
 
@@ -81,24 +118,25 @@ def write_search(folder):
     onnx.save(onnx_beam_search.search_model(model), os.path.join(folder, "search.onnx"))
 
 
-def onnx_search(model, folder):
+def onnx_search(model):
     """translate.onnx's search (ids in) with beam 4 and greedy, as callables."""
     import onnxruntime
 
-    model.save(os.path.join(folder, "model.keras"))
-    in_fresh_process(write_search, folder)
-    session = onnxruntime.InferenceSession(os.path.join(folder, "search.onnx"),
-                                           onnxruntime_options())
+    with tempfile.TemporaryDirectory() as folder:
+        model.save(os.path.join(folder, "model.keras"))
+        in_fresh_process(write_search, folder)
+        session = onnxruntime.InferenceSession(os.path.join(folder, "search.onnx"),
+                                               onnxruntime_options())
     source = sources()
     runs = {}
-    for name, beams in [("translate.onnx, beam 4", 4), ("translate.onnx, greedy", 1)]:
+    for name, beams in (("beam 4", 4), ("greedy", 1)):
         def run(beams=beams):
             return session.run(None, {"source_ids": source,
                                       "beam_size": np.array(beams, np.int32)})[0]
 
         lengths = np.count_nonzero(run()[:, 0], axis=1)
         assert (lengths == OUTPUT_TOKENS).all(), lengths
-        runs[name] = run
+        runs[f"translate.onnx search, {name}"] = run
     return runs
 
 
@@ -129,25 +167,35 @@ def marian():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--uncached", action="store_true",
+                        help="also time our search without the key/value cache")
     args = parser.parse_args()
     print(f"Machine: {machine()}. Batch {BATCH} x {SOURCE_LENGTH} source tokens, "
           f"{OUTPUT_TOKENS} output tokens each, base model, vocabulary {VOCAB}.\n")
     model = base_model()
-    with tempfile.TemporaryDirectory() as folder:
-        runs = ours(model) | onnx_search(model, folder) | marian()
+    runs = ours(model, args.uncached) | ctranslate2_runs(model) | onnx_search(model) | marian()
     results = timed_interleaved(runs, warmup=1, repeats=args.repeats)
     tokens = BATCH * OUTPUT_TOKENS
-    print(f"{'':28s} {'s/batch':>8s} {'target tok/s':>13s}")
+    print(f"{'':34s} {'s/batch':>8s} {'target tok/s':>13s}")
     for name, seconds in results.items():
-        print(f"{name:28s} {seconds:8.2f} {tokens / seconds:13.0f}")
-    ratio = lambda a, b: results[b] / results[a]  # noqa: E731
-    print(f"\nbeam 4: ours / Marian {ratio('ours, beam 4, cached', 'Marian generate, beam 4'):.2f}x; "
-          f"greedy: ours / Marian {ratio('ours, greedy, cached', 'Marian generate, greedy'):.2f}x")
-    print(f"cached / uncached: beam 4 {ratio('ours, beam 4, cached', 'ours, beam 4, uncached'):.2f}x, "
-          f"greedy {ratio('ours, greedy, cached', 'ours, greedy, uncached'):.2f}x")
-    print(f"translate.onnx / ours: beam 4 "
-          f"{ratio('translate.onnx, beam 4', 'ours, beam 4, cached'):.2f}x, "
-          f"greedy {ratio('translate.onnx, greedy', 'ours, greedy, cached'):.2f}x")
+        print(f"{name:34s} {seconds:8.2f} {tokens / seconds:13.0f}")
+
+    def ratio(a, b):  # how many times faster a is than b
+        return results[b] / results[a]
+
+    print()
+    for search in ("beam 4", "greedy"):
+        marian_name = f"Marian generate, {search}"
+        print(f"{search}: ours float32 / CTranslate2 float32 "
+              f"{ratio(f'ours float32, {search}', f'CTranslate2 float32, {search}'):.2f}x; "
+              f"ours bfloat16 / CTranslate2 int8 "
+              f"{ratio(f'ours bfloat16, {search}', f'CTranslate2 int8, {search}'):.2f}x; "
+              f"ours float32 / Marian {ratio(f'ours float32, {search}', marian_name):.2f}x")
+        print(f"{search}: translate.onnx search / ours float32 "
+              f"{ratio(f'translate.onnx search, {search}', f'ours float32, {search}'):.2f}x")
+        if args.uncached:
+            print(f"{search}: cached / uncached "
+                  f"{ratio(f'ours float32, {search}', f'ours float32, {search}, uncached'):.2f}x")
 
 
 if __name__ == "__main__":

@@ -107,15 +107,11 @@ def train(args):
 
 
 def evaluate(args):
-    from keras_transformer import data
     from keras_transformer.decoding import Translator
-    from keras_transformer.evaluation import evaluate_pairs
+    from keras_transformer.evaluation import evaluate_pairs, run_corpus
 
     translator = Translator.from_directory(args.output)
-    options = textfiles.read_json(os.path.join(args.output, "run.json"))["options"]
-    corpus = data.corpus(options["dataset"], options["source_language"],
-                         options["target_language"], data_dir=options["data_dir"],
-                         ding_path=options["ding_path"])
+    corpus = run_corpus(args.output)
     results, samples = {}, []
     for split in ("validation", "test"):
         for kind, only_sentences, limit in (("sentences", True, args.test_sentences),

@@ -38,22 +38,6 @@ def read_parallel_files(source_file, reference_file):
     return sources, list(zip(sources.lines, references.lines))
 
 
-def run_dataset(run_dir, dataset=None):
-    """`data.corpus` arguments for the dataset of a training run (or
-    `dataset` in its languages), from its run.json."""
-    path = os.path.join(run_dir, "run.json")
-    if not os.path.isfile(path):
-        raise ValueError(f"{path} does not exist, so the run's dataset is unknown (an imported "
-                         "model has none); give --source-file and --reference-file.")
-    try:
-        options = textfiles.read_json(path)["options"]
-        return (dataset or options["dataset"], options["source_language"],
-                options["target_language"], options["data_dir"], options["ding_path"])
-    except (KeyError, TypeError):
-        raise ValueError(f"{path} does not hold a run's options; the file is damaged: give "
-                         "--source-file and --reference-file.") from None
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", help="a training output folder")
@@ -67,6 +51,7 @@ def main():
     parser.add_argument("--model-file")
     parser.add_argument("--beam-size", type=cli.positive_int)
     parser.add_argument("--alpha", type=cli.non_negative_float)
+    cli.add_precision_argument(parser)
     parser.add_argument("--overlong", choices=("truncate", "error"), default="truncate",
                         help="source lines longer than the model accepts (files only)")
     parser.add_argument("--show", type=cli.non_negative_int, default=5,
@@ -78,13 +63,11 @@ def main():
         if not (args.source_file and args.reference_file):
             parser.error("--source-file and --reference-file go together")
         sources, pairs = read_parallel_files(args.source_file, args.reference_file)
-    else:
-        dataset = run_dataset(args.run_dir, args.dataset)
 
     from keras_transformer import data
     from keras_transformer.decoding import Translator
     from keras_transformer.decoding.translator import max_source_tokens
-    from keras_transformer.evaluation import evaluate_pairs, is_full_sentence
+    from keras_transformer.evaluation import evaluate_pairs, is_full_sentence, run_corpus
 
     if args.split not in data.corpora.SPLITS:
         parser.error(f"--split must be one of {', '.join(data.corpora.SPLITS)}, not {args.split!r}")
@@ -95,7 +78,8 @@ def main():
         pairs = [pairs[number - 1] for number in lines]
 
     translator = Translator.from_directory(args.run_dir, model_file=args.model_file,
-                                           beam_size=args.beam_size, alpha=args.alpha)
+                                           beam_size=args.beam_size, alpha=args.alpha,
+                                           precision=args.precision)
     with warnings.catch_warnings():
         if sources is not None:
             too_long = translator.too_long([source for source, _ in pairs])
@@ -104,7 +88,8 @@ def main():
             warnings.simplefilter("ignore", textfiles.TruncationWarning)  # named by line
             scores, rows = evaluate_pairs(translator, pairs, progress=True)
         else:
-            pairs = data.corpus(*dataset).pairs(args.split).as_numpy_iterator()
+            corpus = run_corpus(args.run_dir, args.dataset)
+            pairs = corpus.pairs(args.split).as_numpy_iterator()
             scores, rows = evaluate_pairs(translator, pairs, limit=args.limit,
                                           only_sentences=args.only_sentences, progress=True)
     print(scores)

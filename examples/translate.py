@@ -36,6 +36,7 @@ def main():
     parser.add_argument("--n-best", type=cli.positive_int,
                         help="print the n best, TAB-separated with scores")
     parser.add_argument("--batch-size", type=cli.positive_int, default=64)
+    cli.add_precision_argument(parser)
     parser.add_argument("--overlong", choices=("truncate", "error"), default="truncate",
                         help="lines longer than the model accepts: cut them (with a warning "
                              "naming them) or stop before translating")
@@ -58,7 +59,7 @@ def main():
 
     translator = Translator.from_directory(
         args.run_dir, model_file=args.model_file, beam_size=args.beam_size, alpha=args.alpha,
-        decode_margin=args.decode_margin, batch_size=args.batch_size)
+        decode_margin=args.decode_margin, batch_size=args.batch_size, precision=args.precision)
     cli.overlong_lines(source.name, [i + 1 for i in translator.too_long(source.lines)],
                        max_source_tokens(translator.model), refuse=args.overlong == "error")
     with warnings.catch_warnings():  # named above, by line

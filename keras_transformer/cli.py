@@ -105,3 +105,15 @@ def positive_float(text):
 def non_negative_float(text):
     """argparse type: a number >= 0."""
     return _number(float, 0.0, text, inclusive=True)
+
+
+# `models.DECODING_PRECISIONS`, spelled out so that parsing arguments does
+# not load Keras (a test checks that the two agree).
+PRECISIONS = ("float32", "bfloat16", "float16")
+
+
+def add_precision_argument(parser, help="decode in this precision (default: the model's "
+                                         "own): bfloat16 is faster on CPUs with AVX-512 BF16 or "
+                                         "AMX, float16 is for GPUs"):
+    """`--precision` of the commands that decode (see `models.in_precision`)."""
+    parser.add_argument("--precision", choices=PRECISIONS, help=help)

@@ -8,11 +8,12 @@ computed.
 """
 
 import dataclasses
+import os
 
 import sacrebleu
 
 from keras_transformer.decoding import Translator
-from keras_transformer.textfiles import clean_text
+from keras_transformer.textfiles import clean_text, read_json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,18 +53,14 @@ def is_full_sentence(text):
     return len(text.split()) >= 4 and text.rstrip()[-1:] in (".", "?", "!")
 
 
-def evaluate_pairs(translator, pairs, limit=None, only_sentences=False, progress=False):
-    """Translates `(source, reference)` string pairs and scores them.
+def select_pairs(pairs, limit=None, only_sentences=False):
+    """The `(source, reference)` pairs to score, as cleaned strings.
 
     Args:
-        translator: a `Translator`.
         pairs: an iterable of `(source, reference)` (str or bytes; bytes
             that are not UTF-8 become U+FFFD).
-        limit: score at most this many pairs (the first ones kept).
+        limit: keep at most this many pairs (the first ones).
         only_sentences: keep only pairs whose source `is_full_sentence`.
-
-    Returns:
-        `(Scores, rows)`, rows being `(source, reference, hypothesis)`.
     """
     kept = []
     for source, reference in pairs:
@@ -73,6 +70,39 @@ def evaluate_pairs(translator, pairs, limit=None, only_sentences=False, progress
         kept.append((source, reference))
         if limit and len(kept) >= limit:
             break
+    return kept
+
+
+def run_corpus(run_dir, dataset=None):
+    """The `data.Corpus` a training run was trained on (or `dataset` in its
+    languages), from its run.json: where its held-out pairs come from."""
+    from keras_transformer import data
+
+    path = os.path.join(run_dir, "run.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"{path} does not exist, so the run's dataset is unknown (an imported "
+                         "model has none); give --source-file and --reference-file.")
+    try:
+        options = read_json(path)["options"]
+        return data.corpus(dataset or options["dataset"], options["source_language"],
+                           options["target_language"], data_dir=options["data_dir"],
+                           ding_path=options["ding_path"])
+    except (KeyError, TypeError):
+        raise ValueError(f"{path} does not hold a run's options; the file is damaged: give "
+                         "--source-file and --reference-file.") from None
+
+
+def evaluate_pairs(translator, pairs, limit=None, only_sentences=False, progress=False):
+    """Translates `(source, reference)` string pairs and scores them.
+
+    Args:
+        translator: a `Translator`.
+        pairs, limit, only_sentences: see `select_pairs`.
+
+    Returns:
+        `(Scores, rows)`, rows being `(source, reference, hypothesis)`.
+    """
+    kept = select_pairs(pairs, limit, only_sentences)
     hypotheses = translator.translate([s for s, _ in kept], progress=progress)
     rows = [(s, r, h) for (s, r), h in zip(kept, hypotheses)]
     return score(hypotheses, [r for _, r in kept]), rows

@@ -64,10 +64,11 @@ def test_beam_of_one_is_exactly_greedy(reverse_model, alpha):
 @pytest.mark.parametrize("search", [greedy_search, beam_search])
 def test_cached_decoding_gives_exactly_the_uncached_result(reverse_model, search):
     sources = _sources(seed=8)
-    cached = search(reverse_model, sources)
     uncached = search(reverse_model, sources, use_cache=False)
-    np.testing.assert_array_equal(cached.tokens, uncached.tokens)
-    np.testing.assert_allclose(cached.scores, uncached.scores, rtol=1e-4)
+    for static_cache in (False, True):  # growing caches (the default), fixed-length ones
+        cached = search(reverse_model, sources, static_cache=static_cache)
+        np.testing.assert_array_equal(cached.tokens, uncached.tokens)
+        np.testing.assert_allclose(cached.scores, uncached.scores, rtol=1e-4)
 
 
 def test_trained_model_reverses_with_beam_search(reverse_model):
@@ -128,7 +129,9 @@ def test_n_best_is_sorted_and_respects_the_length_limit(reverse_model):
 def test_search_runs_in_tf_function_with_xla_and_a_tensor_beam_size(reverse_model):
     sources = tf.constant(_sources(seed=4))
     eager = beam_search(reverse_model, sources, beam_size=3)
-    compiled = tf.function(lambda s: beam_search(reverse_model, s, beam_size=3).tokens, jit_compile=True)
+    # XLA needs loop variables of fixed shapes: caches of the maximum length.
+    compiled = tf.function(lambda s: beam_search(reverse_model, s, beam_size=3,
+                                                 static_cache=True).tokens, jit_compile=True)
     np.testing.assert_array_equal(compiled(sources), eager.tokens)
     dynamic = tf.function(lambda s, k: beam_search(reverse_model, s, beam_size=k).tokens)
     np.testing.assert_array_equal(dynamic(sources, tf.constant(3)), eager.tokens)
@@ -186,3 +189,17 @@ def test_overlong_inputs_are_truncated_or_refused(translator):
     strict = Translator(translator.model, translator.tokenizer, overlong="error")
     with pytest.raises(ValueError, match=r"Sentence\(s\) \[1\] are longer than the model's 15 tokens"):
         strict.translate(["Haus", long_sentence])
+
+
+@pytest.mark.parametrize("k", [1, 3, 8, 40])
+def test_blocked_top_k_equals_tf_top_k_ties_included(k):
+    from keras_transformer.decoding.search import _top_k
+
+    rng = np.random.default_rng(k)
+    for values in (rng.normal(size=(5, 9000)),                # distinct values, 18 blocks (padded)
+                   rng.integers(0, 3, size=(5, 8192)) * 1.0,  # many ties
+                   np.full((2, 8192), -1e9)):                 # everything banned
+        values = tf.constant(values, tf.float32)
+        expected, got = tf.math.top_k(values, k), _top_k(values, tf.constant(k))
+        np.testing.assert_array_equal(got[0], expected.values)
+        np.testing.assert_array_equal(got[1], expected.indices)

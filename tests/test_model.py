@@ -75,43 +75,34 @@ def test_padding_changes_no_logits_of_real_positions(tiny_config, variant):
 @pytest.mark.parametrize(
     "variant", [{}, {"norm_first": True}, TABLE3_VARIANTS["E-learned"], {"shared_vocabulary": False}]
 )
-def test_cached_decoding_equals_full_forward_pass_step_by_step(tiny_config, variant):
+@pytest.mark.parametrize("max_length", [10, None], ids=["fixed cache", "growing cache"])
+def test_cached_decoding_equals_full_forward_pass_step_by_step(tiny_config, variant, max_length):
     config = tiny_config.replace(**variant)
     model = transformer(config, VOCAB, VOCAB if config.shared_vocabulary else VOCAB + 9)
     source, target = _batch()
     full = _logits(model, source, target)
-    cache = model.initial_cache(model.encode(source), source, max_length=10)
+    cache = model.initial_cache(model.encode(source), source, max_length=max_length)
     for step in range(target.shape[1]):
-        logits, cache = model.decode_step(target[:, step:step + 1], step, cache)
+        logits, cache = model.decode_step(target[:, step:step + 1], step, cache,
+                                          grow_cache=max_length is None)
         np.testing.assert_allclose(logits[:, 0], full[:, step], atol=1e-5)
+    expected = 10 if max_length else target.shape[1]
+    assert cache["self_keys"][0].shape[2] == expected
 
 
-@pytest.mark.parametrize(
-    "variant", [{}, {"norm_first": True}, TABLE3_VARIANTS["E-learned"], {"shared_vocabulary": False}]
-)
-def test_growing_cache_decoding_equals_full_forward_pass_step_by_step(tiny_config, variant):
-    config = tiny_config.replace(**variant)
-    model = transformer(config, VOCAB, VOCAB if config.shared_vocabulary else VOCAB + 9)
-    source, target = _batch()
-    full = _logits(model, source, target)
-    cache = model.initial_cache(model.encode(source), source, max_length=0)
-    for step in range(target.shape[1]):
-        logits, cache = model.decode_step_growing(target[:, step:step + 1], cache)
-        assert cache["self_keys"][0].shape[2] == step + 1
-        np.testing.assert_allclose(logits[:, 0], full[:, step], atol=1e-5)
-
-
-def test_cached_decoding_of_several_hypotheses_per_sentence(tiny_config):
+@pytest.mark.parametrize("max_length", [10, None], ids=["fixed cache", "growing cache"])
+def test_cached_decoding_of_several_hypotheses_per_sentence(tiny_config, max_length):
     # Beam search's layout: rows i*3 ... i*3+2 are sentence i's hypotheses,
     # each with its own target, sharing the sentence's cross-attention cache.
     model = transformer(tiny_config, VOCAB)
     source, _ = _batch()
     _, target = _batch(seed=1, batch=9)
     full = _logits(model, np.repeat(source, 3, axis=0), target)
-    cache = model.initial_cache(model.encode(source), source, max_length=10, hypotheses=3)
+    cache = model.initial_cache(model.encode(source), source, max_length=max_length, hypotheses=3)
     assert cache["cross_keys"][0].shape[0] == 3 and cache["self_keys"][0].shape[0] == 9
     for step in range(target.shape[1]):
-        logits, cache = model.decode_step(target[:, step:step + 1], step, cache)
+        logits, cache = model.decode_step(target[:, step:step + 1], step, cache,
+                                          grow_cache=max_length is None)
         np.testing.assert_allclose(logits[:, 0], full[:, step], atol=1e-5)
 
 

@@ -1,7 +1,8 @@
-"""Serving formats (TensorFlow, tf2onnx, onnxruntime).
+"""Serving formats (TensorFlow, tf2onnx, onnxruntime, CTranslate2).
 
 - `export_run`: a training output folder -> .keras, SavedModels, ONNX,
-  each checked against the in-process model before it is moved into place.
+  CTranslate2, each checked against the in-process model before it is
+  moved into place.
 - `saved_model.ServingModule`: the functions the SavedModels serve.
 - `onnx_graphs.export`: forward, encoder and decoder-step ONNX graphs.
 - `OnnxSearch`, `OnnxTranslator`: greedy and beam search over those graphs
@@ -9,19 +10,22 @@
 - `onnx_beam_search`, `onnx_text`: `translate.onnx`, one file with the
   tokenizer and onnxruntime's BeamSearch operator inside; `translate_onnx.py`
   runs it with only onnxruntime and onnxruntime-extensions.
+- `ctranslate2_model.save`: the model as a CTranslate2 model (float32 or
+  int8); `CTranslate2Translator`: text in / text out with it.
 
-The exporter is imported on first use, so that the onnxruntime runner can be
-imported without loading TensorFlow.
+The exporter is imported on first use, so that the runners can be imported
+without loading TensorFlow.
 """
 
 import importlib
 
+from keras_transformer.export.ctranslate2_translator import QUANTIZATIONS, CTranslate2Translator
 from keras_transformer.export.onnx_runner import OnnxSearch, OnnxTranslator
 
-_EXPORTER_NAMES = ("FORMATS", "QUANTIZATIONS", "export_run", "load_for_export")
+_EXPORTER_NAMES = ("DEFAULT_FORMATS", "FORMATS", "export_run", "load_for_export")
 
-__all__ = ["FORMATS", "OnnxSearch", "OnnxTranslator", "QUANTIZATIONS", "export_run",
-           "load_for_export"]
+__all__ = ["CTranslate2Translator", "DEFAULT_FORMATS", "FORMATS", "OnnxSearch", "OnnxTranslator",
+           "QUANTIZATIONS", "export_run", "load_for_export"]
 
 
 def __getattr__(name):

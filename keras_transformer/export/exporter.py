@@ -14,9 +14,13 @@ Layout of an export folder:
                            and translate.onnx: text in, text out, beam search
                            inside (onnxruntime + onnxruntime-extensions; not
                            for FSMT, whose tokenizer is not graph ops)
+    ctranslate2/           model.bin, config.json, the vocabularies,
+                           decoding.json and the tokenizer files, for
+                           CTranslate2 (only when asked for: an optional
+                           dependency)
     export.json            what was exported and what the checks measured
 
-`quantization="int8"` stores the ONNX graphs' weights as int8
+`quantization="int8"` also stores the ONNX graphs' weights as int8
 (onnxruntime's dynamic quantization): they are first written and checked in
 float32, then quantized and checked to load and translate, and how often
 they agree with float32 goes into the report.
@@ -39,15 +43,37 @@ import onnxruntime
 import tensorflow as tf
 
 from keras_transformer.data import load_tokenizer
-from keras_transformer.decoding import Translator, beam_search, load_model_and_tokenizer
+from keras_transformer.decoding import (
+    Translator,
+    beam_search,
+    greedy_search,
+    load_model_and_tokenizer,
+)
 from keras_transformer.decoding.translator import encode_sources, max_source_tokens
-from keras_transformer.export import onnx_beam_search, onnx_graphs, onnx_text, saved_model
+from keras_transformer.export import (
+    ctranslate2_model,
+    onnx_beam_search,
+    onnx_graphs,
+    onnx_text,
+    saved_model,
+)
+from keras_transformer.export.ctranslate2_translator import (
+    QUANTIZATIONS,
+    CTranslate2Translator,
+    require_ctranslate2,
+)
 from keras_transformer.export.onnx_runner import CONFIG_FILE, OnnxSearch
-from keras_transformer.models import TransformerConfig, transformer
+from keras_transformer.models import (
+    DECODING_PRECISIONS,
+    TransformerConfig,
+    in_precision,
+    transformer,
+)
 from keras_transformer.textfiles import TruncationWarning, check_output, replace_folder
 
-FORMATS = ("keras", "saved_model", "onnx")
-QUANTIZATIONS = onnx_graphs.QUANTIZATIONS
+FORMATS = ("keras", "saved_model", "onnx", "ctranslate2")
+DEFAULT_FORMATS = ("keras", "saved_model", "onnx")
+"""What `export_run` writes unless told: CTranslate2 is an optional dependency."""
 TRANSLATE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "translate_onnx.py")
 # The last starts with a language code: one id for a multilingual OPUS-MT
 # model's tokenizer (unk if its vocabulary lacks it), plain text for others.
@@ -75,16 +101,9 @@ def load_for_export(run_dir, model_file=None, checkpoint=None):
                 .assert_existing_objects_matched()
         except (tf.errors.OpError, AssertionError, ValueError) as error:
             raise ValueError(f"Cannot read checkpoint {checkpoint!r}: {error}") from None
-    # Serving formats run in float32 (onnxruntime has little bfloat16
-    # support), so the weights go into a float32 copy of the model.
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy("float32")
-    try:
-        model = transformer(trained.config, trained.source_vocab_size, trained.target_vocab_size)
-    finally:
-        keras.config.set_dtype_policy(previous)
-    model.set_weights(trained.get_weights())
-    return model, tokenizer
+    # Serving formats start from float32 weights (onnxruntime has little
+    # bfloat16 support), whatever precision the model was trained in.
+    return in_precision(trained, "float32"), tokenizer
 
 
 def onnx_config(model):
@@ -117,17 +136,23 @@ def _check_ids(tokenizer, model):
     return source.numpy(), target.numpy()
 
 
-def export_run(run_dir, output_dir, formats=FORMATS, model_file=None, checkpoint=None,
-               overwrite=False, quantization="float32"):
+def export_run(run_dir, output_dir, formats=DEFAULT_FORMATS, model_file=None, checkpoint=None,
+               overwrite=False, quantization="float32", precision="float32"):
     """Exports a training output folder; returns the report in export.json.
 
-    `quantization`: the weights stored by the formats that can take int8
-    ("float32" or "int8": the ONNX graphs).
+    `quantization` is how the formats that can store weights in another
+    type do so: "float32", or "int8" (CTranslate2, the ONNX graphs). A float32 export is
+    checked for exactness; an int8 one for loading and translating, with
+    its agreement measured and reported. `precision` is the one the
+    SavedModels decode in ("bfloat16" is faster on CPUs with AVX-512 BF16
+    or AMX, "float16" on GPUs; see `models.in_precision`), checked against
+    the same precision in process.
 
     Raises:
         FileExistsError: `output_dir` exists and `overwrite` is False
             (checked, like whether it can be written, before anything is
             loaded).
+        ImportError: a format whose optional package is not installed.
         FileNotFoundError, ValueError: missing or unreadable inputs, or a
             format that fails its check.
     """
@@ -136,23 +161,37 @@ def export_run(run_dir, output_dir, formats=FORMATS, model_file=None, checkpoint
         raise ValueError(f"Unknown export format(s) {sorted(unknown)}; choose from {FORMATS}.")
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"Unknown quantization {quantization!r}; choose from {QUANTIZATIONS}.")
+    if precision not in DECODING_PRECISIONS:
+        raise ValueError(f"precision must be one of {DECODING_PRECISIONS}; got {precision!r}.")
+    if "ctranslate2" in formats:
+        require_ctranslate2()
     output_dir = check_output(output_dir, overwrite, folder=True,
                               option="overwrite=True (--overwrite)")
     model, tokenizer = load_for_export(run_dir, model_file, checkpoint)
+    if "ctranslate2" in formats:
+        ctranslate2_model.check_exportable(model.config)
     with replace_folder(output_dir, prefix=".export-") as scratch:
-        report = _write_and_check(model, tokenizer, scratch, formats, quantization)
+        report = _write_and_check(model, tokenizer, scratch, formats, quantization, precision)
         with open(os.path.join(scratch, "export.json"), "w") as file:
             json.dump(report, file, indent=2)
     return report
 
 
-def _write_and_check(model, tokenizer, folder, formats, quantization):
+def _searched(model, tokenizer, source):
+    """What the in-process model gives for the check sentences: the beam
+    search of their ids and their translations."""
+    with warnings.catch_warnings():  # a check sentence may be longer than the model accepts
+        warnings.simplefilter("ignore", TruncationWarning)
+        return beam_search(model, source), Translator(model, tokenizer).translate(
+            list(CHECK_SENTENCES))
+
+
+def _write_and_check(model, tokenizer, folder, formats, quantization, precision):
     tokenizer.save(folder)
     source, target = _check_ids(tokenizer, model)
     inputs = {"source_ids": source, "target_ids": target}
     expected_logits = model(inputs).numpy()
-    expected_search = beam_search(model, source)
-    report = {"config": model.config.to_dict(), "formats": {}, "quantization": quantization}
+    report = {"config": model.config.to_dict(), "quantization": quantization, "formats": {}}
 
     if "keras" in formats:
         path = os.path.join(folder, "model.keras")
@@ -163,29 +202,30 @@ def _write_and_check(model, tokenizer, folder, formats, quantization):
         report["formats"]["keras"] = {"path": "model.keras", "max_logit_difference": difference}
 
     if "saved_model" in formats:
-        core_path = saved_model.save(model, os.path.join(folder, "saved_model_core"))
+        # The SavedModels decode in `precision`, checked against the same
+        # precision in process.
+        serving = in_precision(model, precision)
+        serving_search, serving_text = _searched(serving, tokenizer, source)
+        core_path = saved_model.save(serving, os.path.join(folder, "saved_model_core"))
         paths = ["saved_model_core"]
         # A tokenizer that is not TensorFlow ops (FSMT's Moses tokenization)
         # cannot go into a SavedModel: such models serve ids only.
         if tokenizer.in_graph:
-            with warnings.catch_warnings():  # a check sentence may be longer than the model accepts
-                warnings.simplefilter("ignore", TruncationWarning)
-                expected_text = Translator(model, tokenizer).translate(list(CHECK_SENTENCES))
-            text_path = saved_model.save(model, os.path.join(folder, "saved_model"), tokenizer)
+            text_path = saved_model.save(serving, os.path.join(folder, "saved_model"), tokenizer)
             text = tf.saved_model.load(text_path).signatures["serving_default"](
                 text=tf.constant(list(CHECK_SENTENCES)))
             translations = [t.decode() for t in text["translations"].numpy()]
-            _require(translations == expected_text,
+            _require(translations == serving_text,
                      "the SavedModel translated differently from the Translator")
             paths.insert(0, "saved_model")
         core = tf.saved_model.load(core_path).signatures["search_ids"](
             source_ids=tf.constant(source), beam_size=tf.constant(model.config.beam_size),
             alpha=tf.constant(float(model.config.length_penalty)),
             decode_margin=tf.constant(model.config.decode_margin))
-        _require(np.array_equal(core["target_ids"].numpy(), expected_search.tokens.numpy()),
+        _require(np.array_equal(core["target_ids"].numpy(), serving_search.tokens.numpy()),
                  "the core SavedModel's search_ids differs from the in-process beam search")
         report["formats"]["saved_model"] = {
-            "paths": paths,
+            "paths": paths, "precision": precision,
             "signatures": {path: saved_model.signature_names(text=path == "saved_model")
                            for path in paths},
             "translations_match": tokenizer.in_graph, "search_ids_match": True,
@@ -194,7 +234,14 @@ def _write_and_check(model, tokenizer, folder, formats, quantization):
     if "onnx" in formats:
         report["formats"]["onnx"] = _write_and_check_onnx(
             model, tokenizer, os.path.join(folder, "onnx"), inputs, expected_logits,
-            expected_search.tokens.numpy(), quantization)
+            beam_search(model, source).tokens.numpy(), quantization)
+
+    if "ctranslate2" in formats:
+        directory = ctranslate2_model.save(model, tokenizer, os.path.join(folder, "ctranslate2"),
+                                           quantization)
+        report["formats"]["ctranslate2"] = {
+            "path": "ctranslate2", "quantization": quantization,
+            **_check_ctranslate2(model, tokenizer, directory, exact=quantization == "float32")}
     return report
 
 
@@ -292,6 +339,40 @@ def _run_onnx(directory, inputs, translate):
 def _agreement(values, expected):
     """The fraction of items equal to the expected ones."""
     return float(np.mean([np.array_equal(a, b) for a, b in zip(values, expected)]))
+
+
+def _check_ctranslate2(model, tokenizer, directory, exact):
+    """Loads the CTranslate2 export and compares it with the model on the
+    check sentences: the log-probability of every target token (teacher
+    forced), and greedy search's tokens. `exact` requires them to be equal
+    (within 1e-4); otherwise they are only measured."""
+    translator = CTranslate2Translator(directory)
+    texts = tf.constant([s for s in CHECK_SENTENCES if s])
+    sources = tokenizer.tokenize(texts)[:, :max_source_tokens(model)].to_list()
+    targets = tokenizer.tokenize_target(texts)[:, :max_source_tokens(model)].to_list()
+    source_ids, _ = encode_sources(tokenizer, texts, max_source_tokens(model))
+    target_ids = tf.ragged.constant([[model.config.decoder_start_id] + t for t in targets]).to_tensor(
+        default_value=model.config.pad_id)
+    log_probs = tf.nn.log_softmax(model({"source_ids": source_ids, "target_ids": target_ids})).numpy()
+    difference = max(
+        float(np.abs(np.array(scored) - log_probs[row, np.arange(len(scored)),
+                                                  target + [model.config.eos_id]]).max())
+        for row, (target, scored) in enumerate(zip(targets, translator.score(sources, targets))))
+    expected = [_until_end(row[0], model.config.eos_id)
+                for row in greedy_search(model, source_ids).tokens.numpy()]
+    found = [best[0][0] for best in translator.search(sources, beam_size=1)]
+    matches = sum(a == b for a, b in zip(expected, found))
+    if exact:
+        _require(difference < 1e-4,
+                 f"CTranslate2 log-probabilities differ from Keras by {difference} (> 1e-4)")
+        _require(matches == len(expected), "CTranslate2's greedy search differs from ours")
+    return {"max_log_prob_difference": difference, "greedy_agreement": matches / len(expected)}
+
+
+def _until_end(ids, eos_id):
+    """Search output up to and including the first end id, as a list."""
+    ids = [int(i) for i in ids]
+    return ids[:ids.index(eos_id) + 1] if eos_id in ids else ids
 
 
 def _require(ok, message):

@@ -18,9 +18,9 @@ import warnings
 
 import numpy as np
 import onnxruntime
-import sentencepiece
 
 from keras_transformer import special_ids
+from keras_transformer.export.text_tokenizer import SentencePieceText, text_tokenizer
 from keras_transformer.textfiles import clean_text, read_json, truncation_warning
 
 _NEG_INF = np.float32(-1e9)
@@ -157,43 +157,6 @@ class OnnxSearch:
                 feeds[f"self_keys_{i}"] = outputs[f"new_self_keys_{i}"][rows]
                 feeds[f"self_values_{i}"] = outputs[f"new_self_values_{i}"][rows]
         return finished[:, :, 1:], finished_scores
-
-
-class SentencePieceText:
-    """Text <-> ids with one of this package's SentencePiece models (special
-    ids 0-3), the interface `OnnxTranslator` needs."""
-
-    def __init__(self, path):
-        self.processor = sentencepiece.SentencePieceProcessor()
-        try:
-            self.processor.Load(model_file=path)
-        except (OSError, RuntimeError) as error:
-            raise ValueError(f"Cannot load the tokenizer model {path}: {error}") from None
-
-    def encode(self, text):
-        """Source ids, without the end token."""
-        return self.processor.encode(text)
-
-    def decode(self, ids):
-        """Target ids up to the first end token -> text."""
-        ids = [int(i) for i in ids]
-        ids = ids[:ids.index(special_ids.EOS_ID)] if special_ids.EOS_ID in ids else ids
-        return self.processor.decode(
-            [i for i in ids if i not in (special_ids.PAD_ID, special_ids.BOS_ID)])
-
-
-def text_tokenizer(directory):
-    """The tokenizer files of an export folder: ours (`tokenizer.model`) or an
-    imported model's (Marian's `vocab.json`, FSMT's `vocab-src.json`, ...)."""
-    if os.path.exists(os.path.join(directory, "vocab.json")):
-        from keras_transformer.pretrained.marian_vocabulary import MarianVocabulary
-
-        return MarianVocabulary.from_directory(directory)
-    if os.path.exists(os.path.join(directory, "vocab-src.json")):
-        from keras_transformer.pretrained.fsmt_vocabulary import FsmtVocabulary
-
-        return FsmtVocabulary.from_directory(directory)
-    return SentencePieceText(os.path.join(directory, "tokenizer.model"))
 
 
 class OnnxTranslator:

@@ -9,8 +9,10 @@ from keras_transformer.models.config import (
     TransformerConfig,
 )
 from keras_transformer.models.transformer import (
+    DECODING_PRECISIONS,
     PAD_ID,
     Transformer,
+    in_precision,
     transformer,
     transformer_base,
     transformer_big,
@@ -19,12 +21,14 @@ from keras_transformer.models.transformer import (
 __all__ = [
     "BASE",
     "BIG",
+    "DECODING_PRECISIONS",
     "PAD_ID",
     "PRESETS",
     "SMALL",
     "TABLE3_VARIANTS",
     "Transformer",
     "TransformerConfig",
+    "in_precision",
     "transformer",
     "transformer_base",
     "transformer_big",

@@ -37,10 +37,7 @@ class Transformer(keras.Model):
         `encoder_model()` and `decoder_model()`: the two halves as functional
             models (to run, serve or export separately),
         `initial_cache(...)` and `decode_step(...)`: incremental decoding with
-            fixed-shape key/value caches, for greedy and beam search;
-        `decode_step_growing(...)`: the same with self-attention caches that
-            grow by one position per step (onnxruntime's BeamSearch operator
-            passes its caches between steps in that form).
+            fixed-shape key/value caches, for greedy and beam search.
     """
 
     def __init__(self, config, source_vocab_size, target_vocab_size=None, **kwargs):
@@ -228,18 +225,21 @@ class Transformer(keras.Model):
 
     # ---------------------------------------------------- incremental decoding
 
-    def initial_cache(self, encoder_output, source_ids, max_length, hypotheses=1):
+    def initial_cache(self, encoder_output, source_ids, max_length=None, hypotheses=1):
         """The decoding state before the first step, for `hypotheses`
         decoder rows per sentence (the beam size; rows `i*hypotheses ...`
         belong to sentence i).
 
         Cross-attention keys and values are computed here, once, one row per
         sentence, which all of its hypotheses read (see
-        `TransformerDecoderLayer`). The self-attention caches are zeros of a
-        fixed shape `(batch * hypotheses, heads, max_length, head_dim)` so
-        that a decoding loop keeps static shapes (a `tf.while_loop`, XLA, an
-        exported graph). All caches are heads-first (see
-        `MultiHeadAttention`).
+        `TransformerDecoderLayer`). With a `max_length`, the self-attention
+        caches are zeros of a fixed shape `(batch * hypotheses, heads,
+        max_length, head_dim)`, which `decode_step` writes into, so that a
+        decoding loop keeps static shapes (XLA, the ONNX decoder-step graph);
+        with `max_length=None` they are empty, `(rows, heads, 0, head_dim)`,
+        and `decode_step(..., grow_cache=True)` appends to them, so that each
+        step reads only the positions decoded so far. All caches are
+        heads-first (see `MultiHeadAttention`).
 
         Returns:
             A dict of tensors: `source_padding` `(batch, S)`, and per decoder
@@ -250,6 +250,7 @@ class Transformer(keras.Model):
         dtype = self.compute_dtype
         cross = [layer.cross_attention_cache(encoder_output) for layer in self.decoder_layers]
         layers = range(len(self.decoder_layers))
+        max_length = 0 if max_length is None else max_length
         return {
             "source_padding": ops.not_equal(source_ids, self.config.pad_id),
             "cross_keys": [keys for keys, _ in cross],
@@ -262,7 +263,7 @@ class Transformer(keras.Model):
             ],
         }
 
-    def decode_step(self, target_ids, index, cache):
+    def decode_step(self, target_ids, index, cache, grow_cache=False):
         """Runs the decoder on the tokens at positions `index ...` only.
 
         Args:
@@ -270,29 +271,15 @@ class Transformer(keras.Model):
                 the rows of `initial_cache`.
             index: integer scalar, position of `target_ids[:, 0]`.
             cache: from `initial_cache` or the previous step.
+            grow_cache: append to the self-attention caches (from
+                `initial_cache(max_length=None)`, holding positions
+                `0 ... index - 1`) instead of writing into fixed-length ones.
 
         Returns:
             `(logits, cache)`: logits `(rows, steps, target_vocab_size)` equal
             to the rows `index ...` of the full forward pass, and the cache
             with these positions' keys and values written in.
         """
-        return self._cached_step(target_ids, index, cache, grow=False)
-
-    def decode_step_growing(self, target_ids, cache):
-        """`decode_step` with self-attention caches that grow: they hold the
-        keys and values of the positions decoded so far, `(rows, heads,
-        past_length, head_dim)`, and this step's are concatenated behind
-        them. The tokens' position is the caches' length, so no index is
-        given. Start from `initial_cache(..., max_length=0)` (empty caches).
-
-        Returns:
-            `(logits, cache)`: logits `(rows, steps, target_vocab_size)` equal
-            to the rows `past_length ...` of the full forward pass, and the
-            cache with self-attention caches `past_length + steps` long.
-        """
-        return self._cached_step(target_ids, ops.shape(cache["self_keys"][0])[2], cache, grow=True)
-
-    def _cached_step(self, target_ids, index, cache, grow):
         x = self.target_positions(self.target_embedding(target_ids), start_index=index)
         self_keys, self_values = [], []
         for i, layer in enumerate(self.decoder_layers):
@@ -300,8 +287,8 @@ class Transformer(keras.Model):
                 x,
                 encoder_padding_mask=cache["source_padding"],
                 self_attention_cache=(cache["self_keys"][i], cache["self_values"][i]),
-                self_attention_cache_update_index=None if grow else index,
-                append_to_self_attention_cache=grow,
+                self_attention_cache_update_index=index,
+                grow_self_attention_cache=grow_cache,
                 cross_attention_cache=(cache["cross_keys"][i], cache["cross_values"][i]),
             )
             self_keys.append(keys)
@@ -331,6 +318,35 @@ def _check_special_ids(config, source_vocab_size, target_vocab_size):
                 f"TransformerConfig.{name}={getattr(config, name)} is not an id of a "
                 f"{vocab_size}-token vocabulary; special ids must be below the vocabulary size."
             )
+
+
+DECODING_PRECISIONS = ("float32", "bfloat16", "float16")
+
+
+def in_precision(model, precision):
+    """A copy of `model` whose weights are stored, and whose matmuls run, in
+    `precision`: "float32", "bfloat16" (CPUs with AVX-512 BF16 or AMX, and
+    GPUs) or "float16" (GPUs); `model` itself when it already is.
+
+    For inference: unlike Keras' mixed policies, which keep float32 weights
+    and cast them at every call, the weights are cast once, so that a
+    decoding step reads half the bytes. Layer normalisation, the attention
+    softmax and the log-probabilities still compute in float32 (Keras'
+    `layer_normalization` and this package's attention and logits upcast).
+    """
+    if precision not in DECODING_PRECISIONS:
+        raise ValueError(f"precision must be one of {DECODING_PRECISIONS}; got {precision!r}.")
+    if model.dtype_policy.name == precision:
+        return model
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(precision)
+    try:
+        copy = transformer(model.config, model.source_vocab_size, model.target_vocab_size,
+                           name=model.name)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    copy.set_weights(model.get_weights())
+    return copy
 
 
 def transformer(config, source_vocab_size, target_vocab_size=None, name="transformer"):

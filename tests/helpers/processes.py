@@ -77,6 +77,16 @@ print(json.dumps({"translations": translations,
                   "loaded": sorted({"tensorflow", "keras"} & set(sys.modules))}))
 """
 
+# Translates with the CTranslate2 runner (greedy) and reports whether
+# TensorFlow or Keras got imported.
+CTRANSLATE2_ONLY_PROCESS = """
+import json, sys
+from keras_transformer.export import CTranslate2Translator
+translations = CTranslate2Translator(sys.argv[1]).translate(json.loads(sys.argv[2]), beam_size=1)
+print(json.dumps({"translations": translations,
+                  "loaded": sorted({"tensorflow", "keras"} & set(sys.modules))}))
+"""
+
 # Translates with translate.onnx as the README shows, with only onnxruntime
 # and onnxruntime-extensions: reads {"path", "sentences", "settings": [...]}
 # from standard input, prints the translations and scores for each settings
