@@ -125,15 +125,16 @@ def test_growing_cache_equals_full_causal_attention():
     layer = MultiHeadAttention(num_heads=2, key_dim=4, value_dim=5)
     full = layer(query, query, use_causal_mask=True)
     cache = (np.zeros((BATCH, 2, 0, 4), "float32"), np.zeros((BATCH, 2, 0, 5), "float32"))
-    first, cache = layer(query[:, :2], use_causal_mask=True, cache=cache, cache_update_index=0,
-                         grow_cache=True)
+    first, cache = layer(query[:, :2], use_causal_mask=True, cache=cache, append_to_cache=True)
     np.testing.assert_allclose(first, full[:, :2], atol=1e-5)
     for step in range(2, TQ):
         output, cache = layer(query[:, step:step + 1], use_causal_mask=True, cache=cache,
-                              cache_update_index=step, grow_cache=True)
+                              append_to_cache=True)
         np.testing.assert_allclose(output[:, 0], full[:, step], atol=1e-5)
     keys = np.asarray(reference.dense(query, layer.key_dense)).reshape(BATCH, TQ, 2, 4)
     np.testing.assert_allclose(cache[0], keys.transpose(0, 2, 1, 3), atol=1e-5)
+    with pytest.raises(ValueError, match="append_to_cache"):
+        layer(query, cache=cache, cache_update_index=0, append_to_cache=True)
 
 
 def test_precomputed_cross_attention_cache():

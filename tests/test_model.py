@@ -72,6 +72,13 @@ def test_padding_changes_no_logits_of_real_positions(tiny_config, variant):
     np.testing.assert_allclose(alone[0], logits[1, :3], atol=1e-5)
 
 
+def _step(model, ids, step, cache, growing):
+    """One cached decoding step, into a fixed-length or a growing cache."""
+    if growing:
+        return model.decode_step_growing(ids, cache)
+    return model.decode_step(ids, step, cache)
+
+
 @pytest.mark.parametrize(
     "variant", [{}, {"norm_first": True}, TABLE3_VARIANTS["E-learned"], {"shared_vocabulary": False}]
 )
@@ -83,11 +90,9 @@ def test_cached_decoding_equals_full_forward_pass_step_by_step(tiny_config, vari
     full = _logits(model, source, target)
     cache = model.initial_cache(model.encode(source), source, max_length=max_length)
     for step in range(target.shape[1]):
-        logits, cache = model.decode_step(target[:, step:step + 1], step, cache,
-                                          grow_cache=max_length is None)
+        logits, cache = _step(model, target[:, step:step + 1], step, cache, max_length is None)
+        assert cache["self_keys"][0].shape[2] == (max_length or step + 1)
         np.testing.assert_allclose(logits[:, 0], full[:, step], atol=1e-5)
-    expected = 10 if max_length else target.shape[1]
-    assert cache["self_keys"][0].shape[2] == expected
 
 
 @pytest.mark.parametrize("max_length", [10, None], ids=["fixed cache", "growing cache"])
@@ -101,8 +106,7 @@ def test_cached_decoding_of_several_hypotheses_per_sentence(tiny_config, max_len
     cache = model.initial_cache(model.encode(source), source, max_length=max_length, hypotheses=3)
     assert cache["cross_keys"][0].shape[0] == 3 and cache["self_keys"][0].shape[0] == 9
     for step in range(target.shape[1]):
-        logits, cache = model.decode_step(target[:, step:step + 1], step, cache,
-                                          grow_cache=max_length is None)
+        logits, cache = _step(model, target[:, step:step + 1], step, cache, max_length is None)
         np.testing.assert_allclose(logits[:, 0], full[:, step], atol=1e-5)
 
 

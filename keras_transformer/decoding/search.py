@@ -8,7 +8,7 @@ exported SavedModel that stock TensorFlow Serving can run.
 
 The encoder runs once. By default each step runs the decoder on the newest
 token only, appending its keys and values to the self-attention caches of
-`Transformer.decode_step`, so that step t reads t + 1 cached positions.
+`Transformer.decode_step_growing`, so that step t reads t + 1 cached positions.
 `static_cache=True` keeps caches of the maximum output length instead, which
 each step writes into: every loop variable then has a fixed shape, as XLA
 (`jit_compile=True`) requires, at the cost of attending over (masked) empty
@@ -109,8 +109,11 @@ class _Decoder:
             # `[:, step][:, None]`, not `[:, step:step + 1]`: a static length
             # of 1 lets the output projection take its faster one-position
             # path (see `SharedEmbedding`).
-            logits, state = self.model.decode_step(tokens[:, step][:, None], step, state,
-                                                   grow_cache=self.grow_cache)
+            step_ids = tokens[:, step][:, None]
+            if self.grow_cache:
+                logits, state = self.model.decode_step_growing(step_ids, state)
+            else:
+                logits, state = self.model.decode_step(step_ids, step, state)
         else:
             logits = self.model.decode(tokens[:, :step + 1], state["encoder_output"], self.source_ids)
         log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32))

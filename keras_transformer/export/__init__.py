@@ -7,11 +7,11 @@
 - `onnx_graphs.export`: forward, encoder and decoder-step ONNX graphs.
 - `OnnxSearch`, `OnnxTranslator`: greedy and beam search over those graphs
   with onnxruntime and NumPy, and text in / text out with sentencepiece.
+- `ctranslate2_model.save`: the model as a CTranslate2 model (float32 or
+  int8); `CTranslate2Translator`: text in / text out with it.
 - `onnx_beam_search`, `onnx_text`: `translate.onnx`, one file with the
   tokenizer and onnxruntime's BeamSearch operator inside; `translate_onnx.py`
   runs it with only onnxruntime and onnxruntime-extensions.
-- `ctranslate2_model.save`: the model as a CTranslate2 model (float32 or
-  int8); `CTranslate2Translator`: text in / text out with it.
 
 The exporter is imported on first use, so that the runners can be imported
 without loading TensorFlow.

@@ -20,7 +20,7 @@ Layout of an export folder:
                            dependency)
     export.json            what was exported and what the checks measured
 
-`quantization="int8"` also stores the ONNX graphs' weights as int8
+`quantization="int8"` stores the ONNX graphs' weights as int8
 (onnxruntime's dynamic quantization): they are first written and checked in
 float32, then quantized and checked to load and translate, and how often
 they agree with float32 goes into the report.
@@ -141,12 +141,12 @@ def export_run(run_dir, output_dir, formats=DEFAULT_FORMATS, model_file=None, ch
     """Exports a training output folder; returns the report in export.json.
 
     `quantization` is how the formats that can store weights in another
-    type do so: "float32", or "int8" (CTranslate2, the ONNX graphs). A float32 export is
-    checked for exactness; an int8 one for loading and translating, with
-    its agreement measured and reported. `precision` is the one the
-    SavedModels decode in ("bfloat16" is faster on CPUs with AVX-512 BF16
-    or AMX, "float16" on GPUs; see `models.in_precision`), checked against
-    the same precision in process.
+    type do so: "float32", or "int8" (the ONNX graphs, CTranslate2). A
+    float32 export is checked for exactness; an int8 one for loading and
+    translating, with its agreement measured and reported. `precision` is
+    the one the SavedModels decode in ("bfloat16" is faster on CPUs with
+    AVX-512 BF16 or AMX, "float16" on GPUs; see `models.in_precision`),
+    checked against the same precision in process.
 
     Raises:
         FileExistsError: `output_dir` exists and `overwrite` is False
@@ -232,9 +232,10 @@ def _write_and_check(model, tokenizer, folder, formats, quantization, precision)
         }
 
     if "onnx" in formats:
+        expected_search = beam_search(model, source)
         report["formats"]["onnx"] = _write_and_check_onnx(
             model, tokenizer, os.path.join(folder, "onnx"), inputs, expected_logits,
-            beam_search(model, source).tokens.numpy(), quantization)
+            expected_search.tokens.numpy(), quantization)
 
     if "ctranslate2" in formats:
         directory = ctranslate2_model.save(model, tokenizer, os.path.join(folder, "ctranslate2"),
@@ -243,6 +244,40 @@ def _write_and_check(model, tokenizer, folder, formats, quantization, precision)
             "path": "ctranslate2", "quantization": quantization,
             **_check_ctranslate2(model, tokenizer, directory, exact=quantization == "float32")}
     return report
+
+
+def _check_ctranslate2(model, tokenizer, directory, exact):
+    """Loads the CTranslate2 export and compares it with the model on the
+    check sentences: the log-probability of every target token (teacher
+    forced), and greedy search's tokens. `exact` requires them to be equal
+    (within 1e-4); otherwise they are only measured."""
+    translator = CTranslate2Translator(directory)
+    texts = tf.constant([s for s in CHECK_SENTENCES if s])
+    sources = tokenizer.tokenize(texts)[:, :max_source_tokens(model)].to_list()
+    targets = tokenizer.tokenize_target(texts)[:, :max_source_tokens(model)].to_list()
+    source_ids, _ = encode_sources(tokenizer, texts, max_source_tokens(model))
+    target_ids = tf.ragged.constant([[model.config.decoder_start_id] + t for t in targets]).to_tensor(
+        default_value=model.config.pad_id)
+    log_probs = tf.nn.log_softmax(model({"source_ids": source_ids, "target_ids": target_ids})).numpy()
+    difference = max(
+        float(np.abs(np.array(scored) - log_probs[row, np.arange(len(scored)),
+                                                  target + [model.config.eos_id]]).max())
+        for row, (target, scored) in enumerate(zip(targets, translator.score(sources, targets))))
+    expected = [_until_end(row[0], model.config.eos_id)
+                for row in greedy_search(model, source_ids).tokens.numpy()]
+    found = [best[0][0] for best in translator.search(sources, beam_size=1)]
+    matches = sum(a == b for a, b in zip(expected, found))
+    if exact:
+        _require(difference < 1e-4,
+                 f"CTranslate2 log-probabilities differ from Keras by {difference} (> 1e-4)")
+        _require(matches == len(expected), "CTranslate2's greedy search differs from ours")
+    return {"max_log_prob_difference": difference, "greedy_agreement": matches / len(expected)}
+
+
+def _until_end(ids, eos_id):
+    """Search output up to and including the first end id, as a list."""
+    ids = [int(i) for i in ids]
+    return ids[:ids.index(eos_id) + 1] if eos_id in ids else ids
 
 
 def _write_and_check_onnx(model, tokenizer, directory, inputs, expected_logits, expected_tokens,
@@ -339,40 +374,6 @@ def _run_onnx(directory, inputs, translate):
 def _agreement(values, expected):
     """The fraction of items equal to the expected ones."""
     return float(np.mean([np.array_equal(a, b) for a, b in zip(values, expected)]))
-
-
-def _check_ctranslate2(model, tokenizer, directory, exact):
-    """Loads the CTranslate2 export and compares it with the model on the
-    check sentences: the log-probability of every target token (teacher
-    forced), and greedy search's tokens. `exact` requires them to be equal
-    (within 1e-4); otherwise they are only measured."""
-    translator = CTranslate2Translator(directory)
-    texts = tf.constant([s for s in CHECK_SENTENCES if s])
-    sources = tokenizer.tokenize(texts)[:, :max_source_tokens(model)].to_list()
-    targets = tokenizer.tokenize_target(texts)[:, :max_source_tokens(model)].to_list()
-    source_ids, _ = encode_sources(tokenizer, texts, max_source_tokens(model))
-    target_ids = tf.ragged.constant([[model.config.decoder_start_id] + t for t in targets]).to_tensor(
-        default_value=model.config.pad_id)
-    log_probs = tf.nn.log_softmax(model({"source_ids": source_ids, "target_ids": target_ids})).numpy()
-    difference = max(
-        float(np.abs(np.array(scored) - log_probs[row, np.arange(len(scored)),
-                                                  target + [model.config.eos_id]]).max())
-        for row, (target, scored) in enumerate(zip(targets, translator.score(sources, targets))))
-    expected = [_until_end(row[0], model.config.eos_id)
-                for row in greedy_search(model, source_ids).tokens.numpy()]
-    found = [best[0][0] for best in translator.search(sources, beam_size=1)]
-    matches = sum(a == b for a, b in zip(expected, found))
-    if exact:
-        _require(difference < 1e-4,
-                 f"CTranslate2 log-probabilities differ from Keras by {difference} (> 1e-4)")
-        _require(matches == len(expected), "CTranslate2's greedy search differs from ours")
-    return {"max_log_prob_difference": difference, "greedy_agreement": matches / len(expected)}
-
-
-def _until_end(ids, eos_id):
-    """Search output up to and including the first end id, as a list."""
-    ids = [int(i) for i in ids]
-    return ids[:ids.index(eos_id) + 1] if eos_id in ids else ids
 
 
 def _require(ok, message):

@@ -23,7 +23,7 @@ contract, `model_type=1`):
 - decoder: `input_ids` `(rows, 1)`, `encoder_attention_mask`, the self
   caches `past_key_self_i`, `past_value_self_i` `(rows, heads, P, dim)` and
   the cross ones -> `logits` `(rows, 1, vocabulary)` and the self caches one
-  position longer (`Transformer.decode_step(..., grow_cache=True)`).
+  position longer (`Transformer.decode_step_growing`).
 The operator repeats the encoder's outputs for each beam and reorders the
 self caches between steps. The model parts of both are converted by tf2onnx
 from `encoder_function` and `decoder_function` (`subgraph_models`, which
@@ -95,8 +95,8 @@ def encoder_function(model):
     def encoder(encoder_input_ids, encoder_attention_mask, decoder_input_ids):
         del encoder_attention_mask  # the model masks padding by its pad id
         encoder_output = model.encode(encoder_input_ids, training=False)
-        cache = model.initial_cache(encoder_output, encoder_input_ids)
-        logits, cache = model.decode_step(decoder_input_ids, 0, cache, grow_cache=True)
+        cache = model.initial_cache(encoder_output, encoder_input_ids, 0)
+        logits, cache = model.decode_step_growing(decoder_input_ids, cache)
         outputs = {"logits": logits, "encoder_hidden_states": encoder_output}
         for i in range(layers):
             outputs[f"present_key_self_{i}"] = cache["self_keys"][i]
@@ -128,9 +128,7 @@ def decoder_function(model):
         cache = {"source_padding": encoder_attention_mask > 0,
                  "self_keys": list(self_caches[0::2]), "self_values": list(self_caches[1::2]),
                  "cross_keys": list(cross_caches[0::2]), "cross_values": list(cross_caches[1::2])}
-        # The caches hold the positions before this one.
-        logits, cache = model.decode_step(input_ids, tf.shape(self_caches[0])[2], cache,
-                                          grow_cache=True)
+        logits, cache = model.decode_step_growing(input_ids, cache)
         outputs = {"logits": logits}
         for i in range(layers):
             outputs[f"present_key_self_{i}"] = cache["self_keys"][i]

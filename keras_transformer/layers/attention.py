@@ -52,12 +52,15 @@ class MultiHeadAttention(keras.layers.Layer):
             keys and values precomputed by `key_value_cache` (cross-attention)
             and `key`/`value` are ignored.
         cache_update_index: integer scalar, position of the first query row.
-        grow_cache: with a self-attention cache, append the new keys and
-            values to it (the cache then holds exactly the positions before
-            `cache_update_index`, and grows by the query length) instead of
-            writing them into a fixed-length cache. Attention then reads only
-            the positions written, and no slot is copied twice; a fixed
-            length is what XLA and ONNX Runtime's ScatterND need.
+        append_to_cache: a self-attention cache that grows instead: `cache`
+            holds the keys and values of the positions before `query` only,
+            `(batch, heads, past_length, dim)` (past_length may be 0), and
+            this call's keys and values are concatenated behind them, so the
+            returned cache is `past_length + target_length` long and query
+            row r sits at position `past_length + r`. No
+            `cache_update_index`. This is the form onnxruntime's BeamSearch
+            operator passes between decoder calls; the fixed-shape form above
+            is the one for `tf.while_loop` and XLA.
         return_attention_scores: also return the attention weights,
             `(batch, heads, target_length, source_length)`.
         value_mask, key_mask: Keras masks of `value` and `key`, filled in
@@ -203,28 +206,38 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask=False,
         cache=None,
         cache_update_index=None,
-        grow_cache=False,
         return_attention_scores=False,
         training=None,
         value_mask=None,
         key_mask=None,
+        append_to_cache=False,
     ):
-        if value is None and (cache is None or cache_update_index is not None):
+        if append_to_cache and (cache is None or cache_update_index is not None):
+            raise ValueError(
+                "`append_to_cache=True` needs a `cache` (the keys and values of the earlier "
+                "positions) and no `cache_update_index` (the queries follow the cache)."
+            )
+        updating = cache is not None and (cache_update_index is not None or append_to_cache)
+        if value is None and (cache is None or updating):
             value = query  # self-attention (a cache being updated is one)
         key = value if key is None else key
         queries = self._project(self.query_dense, query, self.key_dim)
-        if cache is not None and cache_update_index is None:
+        position_offset = 0 if cache_update_index is None else cache_update_index
+        if cache is not None and not updating:
             keys, values = cache  # a `value_mask` here must cover the cached keys
         else:
             keys = self._project(self.key_dense, key, self.key_dim)
             values = self._project(self.value_dense, value, self.value_dim)
-            if cache is not None and grow_cache:
-                keys = ops.concatenate([cache[0], _heads_first(keys)], axis=2)
-                values = ops.concatenate([cache[1], _heads_first(values)], axis=2)
-                cache = (keys, values)
+            if append_to_cache:
+                position_offset = ops.shape(cache[0])[2]
+                keys = ops.concatenate(
+                    [cache[0], ops.cast(_heads_first(keys), cache[0].dtype)], axis=2)
+                values = ops.concatenate(
+                    [cache[1], ops.cast(_heads_first(values), cache[1].dtype)], axis=2)
             elif cache is not None:
                 keys = self._write_cache(cache[0], keys, cache_update_index)
                 values = self._write_cache(cache[1], values, cache_update_index)
+            if cache is not None:
                 cache = (keys, values)
                 # Masks of `value` cover only the rows just written, not the
                 # cache; slots not yet written are hidden by the causal mask.
@@ -246,7 +259,7 @@ class MultiHeadAttention(keras.layers.Layer):
             ops.shape(keys)[2],
             attention_mask,
             use_causal_mask,
-            0 if cache_update_index is None else cache_update_index,
+            position_offset,
             value_mask,
             key_mask,
         )

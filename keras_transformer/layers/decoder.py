@@ -26,9 +26,11 @@ class TransformerDecoderLayer(TransformerLayerBase):
             `(batch, heads, max_length, head_dim)`, for incremental decoding,
             with `self_attention_cache_update_index`, the position of the first
             row of `decoder_sequence`.
-        grow_self_attention_cache: the self-attention cache holds exactly
-            the positions before `self_attention_cache_update_index`, and the
-            new positions are appended to it (see `MultiHeadAttention`).
+        append_to_self_attention_cache: the self-attention cache grows
+            instead (see `MultiHeadAttention`'s `append_to_cache`):
+            `self_attention_cache` holds the earlier positions only,
+            `(batch, heads, past_length, head_dim)`, this call's keys and
+            values are concatenated behind them, and no index is given.
         cross_attention_cache: `(keys, values)` from `cross_attention_cache()`,
             so that the encoder output is projected once, not at every step;
             `encoder_sequence` is then not needed, `encoder_padding_mask` is.
@@ -117,12 +119,18 @@ class TransformerDecoderLayer(TransformerLayerBase):
         use_causal_mask=True,
         self_attention_cache=None,
         self_attention_cache_update_index=None,
-        grow_self_attention_cache=False,
         cross_attention_cache=None,
         return_attention_scores=False,
         training=None,
+        append_to_self_attention_cache=False,
     ):
-        if (self_attention_cache is None) != (self_attention_cache_update_index is None):
+        if append_to_self_attention_cache:
+            if self_attention_cache is None or self_attention_cache_update_index is not None:
+                raise ValueError(
+                    "`append_to_self_attention_cache=True` needs a `self_attention_cache` (the "
+                    "earlier positions) and no `self_attention_cache_update_index`."
+                )
+        elif (self_attention_cache is None) != (self_attention_cache_update_index is None):
             raise ValueError(
                 "`self_attention_cache` and `self_attention_cache_update_index` "
                 "go together: the index is the position of the first row of "
@@ -135,7 +143,7 @@ class TransformerDecoderLayer(TransformerLayerBase):
             return self.self_attention(
                 x, x, value_mask=decoder_padding_mask, use_causal_mask=use_causal_mask,
                 cache=self_attention_cache, cache_update_index=self_attention_cache_update_index,
-                grow_cache=grow_self_attention_cache,
+                append_to_cache=append_to_self_attention_cache,
                 return_attention_scores=return_attention_scores, training=training,
             )
 

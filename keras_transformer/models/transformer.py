@@ -37,7 +37,10 @@ class Transformer(keras.Model):
         `encoder_model()` and `decoder_model()`: the two halves as functional
             models (to run, serve or export separately),
         `initial_cache(...)` and `decode_step(...)`: incremental decoding with
-            fixed-shape key/value caches, for greedy and beam search.
+            fixed-shape key/value caches, for greedy and beam search;
+        `decode_step_growing(...)`: the same with self-attention caches that
+            grow by one position per step (onnxruntime's BeamSearch operator
+            passes its caches between steps in that form).
     """
 
     def __init__(self, config, source_vocab_size, target_vocab_size=None, **kwargs):
@@ -236,8 +239,8 @@ class Transformer(keras.Model):
         caches are zeros of a fixed shape `(batch * hypotheses, heads,
         max_length, head_dim)`, which `decode_step` writes into, so that a
         decoding loop keeps static shapes (XLA, the ONNX decoder-step graph);
-        with `max_length=None` they are empty, `(rows, heads, 0, head_dim)`,
-        and `decode_step(..., grow_cache=True)` appends to them, so that each
+        with `max_length=None` (or 0) they are empty, `(rows, heads, 0,
+        head_dim)`, and `decode_step_growing` appends to them, so that each
         step reads only the positions decoded so far. All caches are
         heads-first (see `MultiHeadAttention`).
 
@@ -263,7 +266,7 @@ class Transformer(keras.Model):
             ],
         }
 
-    def decode_step(self, target_ids, index, cache, grow_cache=False):
+    def decode_step(self, target_ids, index, cache):
         """Runs the decoder on the tokens at positions `index ...` only.
 
         Args:
@@ -271,15 +274,29 @@ class Transformer(keras.Model):
                 the rows of `initial_cache`.
             index: integer scalar, position of `target_ids[:, 0]`.
             cache: from `initial_cache` or the previous step.
-            grow_cache: append to the self-attention caches (from
-                `initial_cache(max_length=None)`, holding positions
-                `0 ... index - 1`) instead of writing into fixed-length ones.
 
         Returns:
             `(logits, cache)`: logits `(rows, steps, target_vocab_size)` equal
             to the rows `index ...` of the full forward pass, and the cache
             with these positions' keys and values written in.
         """
+        return self._cached_step(target_ids, index, cache, grow=False)
+
+    def decode_step_growing(self, target_ids, cache):
+        """`decode_step` with self-attention caches that grow: they hold the
+        keys and values of the positions decoded so far, `(rows, heads,
+        past_length, head_dim)`, and this step's are concatenated behind
+        them. The tokens' position is the caches' length, so no index is
+        given. Start from `initial_cache(..., max_length=None)` (empty caches).
+
+        Returns:
+            `(logits, cache)`: logits `(rows, steps, target_vocab_size)` equal
+            to the rows `past_length ...` of the full forward pass, and the
+            cache with self-attention caches `past_length + steps` long.
+        """
+        return self._cached_step(target_ids, ops.shape(cache["self_keys"][0])[2], cache, grow=True)
+
+    def _cached_step(self, target_ids, index, cache, grow):
         x = self.target_positions(self.target_embedding(target_ids), start_index=index)
         self_keys, self_values = [], []
         for i, layer in enumerate(self.decoder_layers):
@@ -287,8 +304,8 @@ class Transformer(keras.Model):
                 x,
                 encoder_padding_mask=cache["source_padding"],
                 self_attention_cache=(cache["self_keys"][i], cache["self_values"][i]),
-                self_attention_cache_update_index=index,
-                grow_self_attention_cache=grow_cache,
+                self_attention_cache_update_index=None if grow else index,
+                append_to_self_attention_cache=grow,
                 cross_attention_cache=(cache["cross_keys"][i], cache["cross_values"][i]),
             )
             self_keys.append(keys)

@@ -58,7 +58,7 @@ def test_attention_caches_equal_the_full_computation():
     grown = (np.zeros((BATCH, 2, 0, 4), "float32"),) * 2
     for step in range(LENGTH):
         output, grown = layer(query[:, step:step + 1], use_causal_mask=True, cache=grown,
-                              cache_update_index=step, grow_cache=True)
+                              append_to_cache=True)
         np.testing.assert_allclose(numpy(output)[:, 0], full[:, step], atol=1e-5)
     np.testing.assert_allclose(numpy(grown[0]), keys.transpose(0, 2, 1, 3), atol=1e-5)
     # Cross-attention over precomputed keys and values.
