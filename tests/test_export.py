@@ -159,8 +159,6 @@ def test_bad_inputs_give_clear_errors_and_leave_nothing(run_dir, tmp_path):
     bad_checkpoint.write_bytes(b"corrupt")
     with pytest.raises(ValueError, match="Cannot read checkpoint"):
         export_run(str(broken), str(tmp_path / "out"), checkpoint=str(tmp_path / "ckpt-1"))
-    with pytest.raises(ValueError, match="Unknown quantization 'int4'"):
-        export_run(str(run_dir), str(tmp_path / "out"), quantization="int4")
     assert not (tmp_path / "out").exists() and not _leftovers(tmp_path)
 
     # An existing export is kept unless overwrite is asked for.

@@ -27,8 +27,6 @@ import tf2onnx
 
 
 OPSET = 17
-QUANTIZATIONS = ("float32", "int8")
-"""The weights an export stores in its ONNX graphs (see `quantize`)."""
 
 
 def _cache_spec(model, name, dim):
