@@ -5,18 +5,23 @@
   `load_tokenizer`: a run folder's tokenizer, ours or an imported model's.
 - `encode_pairs`, `length_report`, `token_batches`: ids, length filtering
   (counted, never silent) and token-budget batching by length buckets.
+- `PreparedCorpus` (`corpus("prepared:DIR")`): training data tokenized once
+  by `examples/prepare_data.py`.
 """
 
 from keras_transformer.data.batching import (
     LengthReport,
+    batch_count,
     bucket_boundaries,
     encode_pairs,
+    fits,
     length_filter,
     length_report,
     token_batches,
 )
 from keras_transformer.data.corpora import Corpus, corpus
 from keras_transformer.data.ding import DingDeEn
+from keras_transformer.data.prepared import PreparedCorpus
 from keras_transformer.data.tokenizer import (
     BOS_ID,
     EOS_ID,
@@ -26,6 +31,10 @@ from keras_transformer.data.tokenizer import (
     clean_texts,
     has_tokenizer,
     load_tokenizer,
+    tokenizer_checksum,
+    tokenizer_files,
+    tokenizer_from_files,
+    train_corpus_tokenizer,
     train_tokenizer,
 )
 
@@ -37,15 +46,22 @@ __all__ = [
     "Corpus",
     "DingDeEn",
     "LengthReport",
+    "PreparedCorpus",
     "Tokenizer",
+    "batch_count",
     "bucket_boundaries",
     "corpus",
     "encode_pairs",
     "clean_texts",
+    "fits",
     "has_tokenizer",
     "load_tokenizer",
     "length_filter",
     "length_report",
     "token_batches",
+    "tokenizer_checksum",
+    "tokenizer_files",
+    "tokenizer_from_files",
+    "train_corpus_tokenizer",
     "train_tokenizer",
 ]

@@ -8,7 +8,7 @@ import os
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from keras_transformer.data import ding
+from keras_transformer.data import ding, prepared
 from keras_transformer.textfiles import describe_lines
 
 SPLITS = ("train", "validation", "test")
@@ -29,17 +29,26 @@ class Corpus:
     data_dir: str | None = None
     ding_path: str = ding.DEFAULT_PATH
 
-    def pairs(self, split):
-        """`tf.data.Dataset` of `(source, target)` tf.string scalars."""
+    def pairs(self, split, part=None):
+        """`tf.data.Dataset` of `(source, target)` tf.string scalars.
+
+        `part=(index, count)` reads only part `index` of `count` disjoint
+        parts that together hold the split, for jobs that read a corpus in
+        parallel (`keras_transformer.pipelines`): a TFDS dataset reads only
+        its part's records (`tfds.even_splits`), local files are read
+        whole and every `count`-th pair kept.
+        """
         if split not in SPLITS:
             raise ValueError(f"Unknown split {split!r}; expected one of {SPLITS}.")
-        if self.kind == "tsv":
-            return _tsv_pairs(os.path.join(self.name, f"{split}.tsv"))
-        if self.kind == "text":
-            return _text_pairs(
-                *(os.path.join(self.name, f"{split}.{language}")
-                  for language in (self.source_language, self.target_language))
-            )
+        if self.kind in ("tsv", "text"):
+            if self.kind == "tsv":
+                pairs = _tsv_pairs(os.path.join(self.name, f"{split}.tsv"))
+            else:
+                pairs = _text_pairs(
+                    *(os.path.join(self.name, f"{split}.{language}")
+                      for language in (self.source_language, self.target_language))
+                )
+            return pairs if part is None else pairs.shard(part[1], part[0])
         source, target = self.source_language, self.target_language
 
         def select(example):
@@ -50,7 +59,8 @@ class Corpus:
         # Commentary) mix before the shuffle buffer, and every worker of a
         # multi-machine run (and its tokenizer training) sees the same stream.
         examples = self._builder().as_dataset(
-            split=split, shuffle_files=split == "train",
+            split=split if part is None else tfds.even_splits(split, part[1])[part[0]],
+            shuffle_files=split == "train" and part is None,
             read_config=tfds.ReadConfig(shuffle_seed=0))
         return examples.map(select, num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -80,7 +90,10 @@ def corpus(name, source_language=None, target_language=None, data_dir=None,
             - a local folder holding `train.tsv`, `validation.tsv`,
               `test.tsv` (source TAB target, a pair a line), or
               `train.<source_language>` and `train.<target_language>` (and the
-              same for validation and test), a sentence a line.
+              same for validation and test), a sentence a line;
+            - `"prepared:DIR"`: a folder written by `examples/prepare_data.py`
+              (a `prepared.PreparedCorpus`: token ids for training, text for
+              the held-out splits).
         source_language, target_language: language codes.
         data_dir: where TFDS keeps prepared datasets.
         ding_path: the Ding dictionary file.
@@ -88,6 +101,8 @@ def corpus(name, source_language=None, target_language=None, data_dir=None,
     Raises:
         ValueError: unknown name, or languages the dataset does not have.
     """
+    if name.startswith(prepared.PREFIX):
+        return prepared.PreparedCorpus(name[len(prepared.PREFIX):], source_language, target_language)
     if name in DING_NAMES:
         languages = _languages(name, ("de", "en"), source_language, target_language)
         return Corpus("ding_de_en", *languages, kind="ding", data_dir=data_dir, ding_path=ding_path)

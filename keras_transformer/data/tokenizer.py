@@ -14,6 +14,8 @@ tokenization cannot). `load_tokenizer(directory)` opens the one a run
 folder holds.
 """
 
+import hashlib
+import itertools
 import os
 import tempfile
 
@@ -80,6 +82,18 @@ def train_tokenizer(texts, model_path, vocab_size, max_sentences=2_000_000,
     return Tokenizer(model_path)
 
 
+def train_corpus_tokenizer(corpus, model_path, vocab_size, max_sentences=1_000_000, seed=1234):
+    """Trains the shared SentencePiece model on both sides of the first
+    `max_sentences` pairs of `corpus`'s training split (a `Corpus`), with
+    SentencePiece's sampling seeded, so that every process that does it
+    builds the same model (see `train_tokenizer`)."""
+    sentencepiece.set_random_generator_seed(seed)
+    pairs = corpus.pairs("train").take(max_sentences).as_numpy_iterator()
+    print(f"Training a {vocab_size}-piece SentencePiece BPE model on {corpus.source_language} "
+          f"and {corpus.target_language} training text ...")
+    return train_tokenizer(itertools.chain.from_iterable(pairs), model_path, vocab_size)
+
+
 MODEL_FILE = "tokenizer.model"
 
 
@@ -116,6 +130,37 @@ def load_tokenizer(directory):
         "examples/train.py), or an imported model's vocab.json, source.spm and "
         "target.spm (Marian) or vocab-src.json, vocab-tgt.json and merges.txt (FSMT)."
     )
+
+
+def tokenizer_files(tokenizer):
+    """The files `tokenizer.save` writes, name -> bytes: what a pipeline
+    sends to its workers, and what `tokenizer_checksum` hashes."""
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer.save(folder)
+        files = {}
+        for name in sorted(os.listdir(folder)):
+            with open(os.path.join(folder, name), "rb") as file:
+                files[name] = file.read()
+    return files
+
+
+def tokenizer_checksum(files):
+    """SHA-256 of a tokenizer's files (`tokenizer_files`), names included:
+    equal checksums, equal token ids."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(f"{name}\0{len(files[name])}\0".encode("utf-8"))
+        digest.update(files[name])
+    return digest.hexdigest()
+
+
+def tokenizer_from_files(files):
+    """The tokenizer that `tokenizer_files` gave the files of."""
+    with tempfile.TemporaryDirectory() as folder:
+        for name, content in files.items():
+            with open(os.path.join(folder, name), "wb") as file:
+                file.write(content)
+        return load_tokenizer(folder)
 
 
 class Tokenizer(tf.Module):

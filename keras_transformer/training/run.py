@@ -23,14 +23,12 @@ continues from its own checkpoints.
 
 import contextlib
 import dataclasses
-import itertools
 import os
 import shutil
 import tempfile
 import time
 
 import keras
-import sentencepiece
 import tensorflow as tf
 
 from keras_transformer import data
@@ -157,25 +155,30 @@ def _init_weights(run_dir):
 
 def prepare_tokenizer(options, corpus, chief):
     """Trains the shared SentencePiece model on the training split, or loads
-    the run's (or, fine-tuning, the initial run's, copied into this one).
-    Training is seeded, so every worker of a multi-machine run builds the
-    same model; only the chief keeps it in the output folder."""
+    the run's (or, fine-tuning, the initial run's, copied into this one; or,
+    training on prepared data, the data's). Training is seeded, so every
+    worker of a multi-machine run builds the same model; only the chief
+    keeps it in the output folder. Prepared data refuses a run or initial
+    run with another tokenizer."""
     path = os.path.join(options.output_dir, "tokenizer.model")
+    prepared = isinstance(corpus, data.PreparedCorpus)
     if data.has_tokenizer(options.output_dir):
-        return data.load_tokenizer(options.output_dir)
-    if options.init_from:
-        tokenizer = data.load_tokenizer(options.init_from)
+        tokenizer = data.load_tokenizer(options.output_dir)
+        if prepared:
+            corpus.check_tokenizer(tokenizer, options.output_dir)
+        return tokenizer
+    if options.init_from or prepared:
+        tokenizer = (data.load_tokenizer(options.init_from) if options.init_from
+                     else corpus.load_tokenizer())
+        if prepared:
+            corpus.check_tokenizer(tokenizer, options.init_from or corpus.directory)
         if chief:
             tokenizer.save(options.output_dir)
         return tokenizer
     if not chief:
         path = os.path.join(tempfile.mkdtemp(), "tokenizer.model")
-    sentencepiece.set_random_generator_seed(options.seed)
-    pairs = corpus.pairs("train").take(options.tokenizer_sentences).as_numpy_iterator()
-    texts = itertools.chain.from_iterable(pairs)
-    print(f"Training a {options.vocab_size}-piece SentencePiece BPE model on "
-          f"{corpus.source_language} and {corpus.target_language} training text ...")
-    return data.train_tokenizer(texts, path, options.vocab_size)
+    return data.train_corpus_tokenizer(corpus, path, options.vocab_size,
+                                       options.tokenizer_sentences, options.seed)
 
 
 def _resume_step(checkpoint_dir):
@@ -254,13 +257,21 @@ def _train_from(options, strategy, chief, config, corpus, tokenizer, start, init
     steps = options.steps or config.train_steps
     replicas = strategy.num_replicas_in_sync
     micro_batch_tokens = config.batch_tokens // options.accumulation_steps
-    encoded = data.encode_pairs(corpus.pairs("train"), tokenizer).cache()
-    report = data.length_report(encoded, config.max_length)
+    if isinstance(corpus, data.PreparedCorpus):
+        # Token ids from shards, each worker reading its own files, resumed
+        # where the checkpoint left the data (see data.prepared).
+        report = corpus.length_report(config.max_length)
+        train_batches = corpus.training_input(
+            micro_batch_tokens, config.max_length, options.shuffle_buffer, options.seed,
+            pad_id=config.pad_id, start_step=start, accumulation_steps=options.accumulation_steps)
+    else:
+        encoded = data.encode_pairs(corpus.pairs("train"), tokenizer).cache()
+        report = data.length_report(encoded, config.max_length)
+        train_batches = data.token_batches(
+            encoded.repeat(), micro_batch_tokens, config.max_length, batch_multiple=replicas,
+            shuffle_buffer=options.shuffle_buffer, seed=options.seed + start, pad_id=config.pad_id,
+        ).prefetch(tf.data.AUTOTUNE)
     print(f"Training data: {report}.")
-    train_batches = data.token_batches(
-        encoded.repeat(), micro_batch_tokens, config.max_length, batch_multiple=replicas,
-        shuffle_buffer=options.shuffle_buffer, seed=options.seed + start, pad_id=config.pad_id,
-    ).prefetch(tf.data.AUTOTUNE)
     validation_pairs = corpus.pairs("validation")
     validation_batches = data.token_batches(
         data.encode_pairs(validation_pairs, tokenizer), micro_batch_tokens, config.max_length,

@@ -144,7 +144,12 @@ class Trainer:
         Args:
             dataset: an endless `tf.data.Dataset` of `(inputs, labels)`
                 global micro-batches (`token_batches(...).repeat()` or
-                `token_batches` of a repeated dataset).
+                `token_batches` of a repeated dataset), which the strategy
+                splits between replicas; or a function from a
+                `tf.distribute.InputContext` to the dataset of one input
+                pipeline (a worker), whose elements are per-replica
+                micro-batches (`strategy.distribute_datasets_from_function`;
+                `PreparedCorpus.training_input` makes one).
             steps: total number of updates.
             callbacks: Keras callbacks; they see epoch-to-date `loss`
                 (label-smoothed), `perplexity`, `accuracy`, and
@@ -170,7 +175,11 @@ class Trainer:
         callbacks.on_train_begin()
         step = current_step(self.optimizer)
         log = _MetricLog(log_dir, step) if log_dir and is_chief(self.strategy) else None
-        iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
+        if callable(dataset):
+            distributed = self.strategy.distribute_datasets_from_function(dataset)
+        else:
+            distributed = self.strategy.experimental_distribute_dataset(dataset)
+        iterator = iter(distributed)
         self.model.stop_training = False
         history, logs = [], {}
         while step < steps and not self.model.stop_training:
