@@ -111,12 +111,7 @@ def read_lines(path=None):
                              "(chmod u+r) or copy it.") from None
         except OSError as error:
             raise ValueError(f"{name} cannot be read: {error.strerror or error}.") from None
-    for mark, encoding in _OTHER_UNICODE_MARKS:
-        if data.startswith(mark):
-            target = "FILE" if path is None else name
-            raise ValueError(f"{name} is {encoding} text (it starts with a {encoding} byte-order "
-                             f"mark); convert it to UTF-8 first, e.g. iconv -f {encoding} -t UTF-8 "
-                             f"{target} > {target}.utf8")
+    check_unicode_mark(data, name, None if path is None else name)
     if data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8):]
     raw = data.split(b"\n")
@@ -124,18 +119,40 @@ def read_lines(path=None):
         raw.pop()  # the end of the last line, or an empty file
     result = Lines(name, [])
     for number, line in enumerate(raw, start=1):
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if b"\0" in line:
+        text, replaced, nul = decode_line(line)
+        if nul:
             result.nul.append(number)
-            line = line.replace(b"\0", b" ")
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError:
+        if replaced:
             result.replaced.append(number)
-            text = line.decode("utf-8", errors="replace")
         result.lines.append(text)
     return result
+
+
+def check_unicode_mark(start, name, path=None):
+    """Raises a ValueError (naming `name` and saying how to convert it) if
+    the bytes `start` of a file begin with a UTF-16 or UTF-32 byte-order
+    mark; `path` is the file's path for the command shown (FILE if None)."""
+    for mark, encoding in _OTHER_UNICODE_MARKS:
+        if start.startswith(mark):
+            target = path or "FILE"
+            raise ValueError(f"{name} is {encoding} text (it starts with a {encoding} byte-order "
+                             f"mark); convert it to UTF-8 first, e.g. iconv -f {encoding} -t UTF-8 "
+                             f"{target} > {target}.utf8")
+
+
+def decode_line(line):
+    """One line's bytes (without its LF) under the rules in the module
+    docstring: `(text, had bytes that are not UTF-8, had NUL bytes)`. A
+    UTF-8 byte-order mark is the caller's to drop (it starts only a file)."""
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    nul = b"\0" in line
+    if nul:
+        line = line.replace(b"\0", b" ")
+    try:
+        return line.decode("utf-8"), False, nul
+    except UnicodeDecodeError:
+        return line.decode("utf-8", errors="replace"), True, nul
 
 
 def describe_lines(numbers, shown=10):

@@ -42,3 +42,14 @@ def small_export(small_run, tmp_path_factory):
     report = export_run(str(small_run), str(output))
     assert set(report["formats"]) == {"keras", "saved_model", "onnx"}
     return output
+
+
+@pytest.fixture(scope="session")
+def small_ct2(small_run, tmp_path_factory):
+    """`small_run` exported to CTranslate2 float32 by `export_run`: the
+    export folder and its report."""
+    from keras_transformer.export import export_run
+
+    output = tmp_path_factory.mktemp("ct2") / "export"
+    report = export_run(str(small_run), str(output), formats=["ctranslate2"])
+    return output, report

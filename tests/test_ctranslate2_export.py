@@ -142,14 +142,6 @@ def test_every_config_variant_scores_exactly(tiny_config, overrides, tmp_path):
 
 # ------------------------------------------------------------- small run
 
-@pytest.fixture(scope="module")
-def small_ct2(small_run, tmp_path_factory):
-    """The small run exported to CTranslate2 float32 by `export_run`."""
-    output = tmp_path_factory.mktemp("ct2") / "export"
-    report = export_run(str(small_run), str(output), formats=["ctranslate2"])
-    return output, report
-
-
 @pytest.fixture
 def reference(small_run):
     model = keras.models.load_model(small_run / "model.keras", safe_mode=True)

@@ -1,0 +1,132 @@
+"""A RunInference model handler for this package's exports.
+
+Beam's own TensorFlow handlers (`apache_beam.ml.inference.
+tensorflow_inference`) load models with `tf.keras.models.load_model` and
+import `tensorflow_hub`: neither loads a plain `tf.saved_model` export under
+Keras 3 (Beam issue #30616), and tensorflow_hub no longer imports on
+TensorFlow 2.21. `ExportModelHandler` loads an export folder
+(`export/export_model.py`) itself, once per worker process (RunInference
+shares a loaded model between the threads of a process), with either
+runtime:
+
+- "saved_model": `saved_model/`'s `translate` signature (text in, text out,
+  the beam search and tf-text's SentencePiece inside the graph); TensorFlow
+  and tensorflow_text only;
+- "ctranslate2": `ctranslate2/` with `CTranslate2Translator` (our search's
+  rules on CTranslate2's decoder), no TensorFlow.
+
+Both translate each sentence as `examples/translate.py` does with the
+model the export was made from (blank lines give "", lines longer than the
+model accepts are cut).
+"""
+
+import dataclasses
+import os
+import warnings
+
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult
+
+from keras_transformer.textfiles import TruncationWarning, read_json
+
+RUNTIMES = ("saved_model", "ctranslate2")
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoding:
+    """How to search: beam size (1 is greedy), GNMT length penalty alpha,
+    output length margin. `None` takes the export's default."""
+
+    beam_size: int | None = None
+    alpha: float | None = None
+    decode_margin: int | None = None
+
+    def resolved(self, config):
+        """The settings with the export's defaults (its `export.json`
+        config) filled in."""
+        return Decoding(
+            config["beam_size"] if self.beam_size is None else self.beam_size,
+            float(config["length_penalty"] if self.alpha is None else self.alpha),
+            config["decode_margin"] if self.decode_margin is None else self.decode_margin)
+
+
+def export_config(export_dir):
+    """The model config recorded in an export's `export.json`."""
+    path = os.path.join(export_dir, "export.json")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{export_dir} holds no export.json; give a folder written by "
+                                "export/export_model.py.")
+    return read_json(path)["config"]
+
+
+def check_runtime(export_dir, runtime):
+    """Raises a one-line error if the export cannot run on `runtime`."""
+    if runtime not in RUNTIMES:
+        raise ValueError(f"Unknown runtime {runtime!r}; expected one of {RUNTIMES}.")
+    folder = os.path.join(export_dir, runtime)
+    if not os.path.isdir(folder):
+        how = ("export it with --formats ctranslate2" if runtime == "ctranslate2" else
+               "its tokenizer is not TensorFlow ops (FSMT): use --runtime ctranslate2")
+        raise ValueError(f"{export_dir} has no {runtime}/ folder; {how}.")
+
+
+class ExportModelHandler(ModelHandler):
+    """Translates batches of `Line`s (any objects with a `text` attribute)
+    with an export folder; each result's inference is the translation
+    (str).
+
+    Batches come from upstream (`SortAndBatchElements` in
+    `translate_corpus`): use it with `RunInference(handler.
+    with_no_batching())`.
+
+    Args:
+        export_dir: an export folder.
+        runtime: "saved_model" or "ctranslate2".
+        decoding: a `Decoding` (defaults: the export's).
+        threads: CPU threads of one CTranslate2 model (default: its own
+            choice); TensorFlow takes its own.
+    """
+
+    def __init__(self, export_dir, runtime="saved_model", decoding=Decoding(), threads=None):
+        super().__init__()
+        check_runtime(export_dir, runtime)
+        self.export_dir = os.fspath(export_dir)
+        self.runtime = runtime
+        self.decoding = decoding.resolved(export_config(export_dir))
+        self.threads = threads
+
+    def load_model(self):
+        folder = os.path.join(self.export_dir, self.runtime)
+        if self.runtime == "ctranslate2":
+            from keras_transformer.export.ctranslate2_translator import CTranslate2Translator
+
+            return CTranslate2Translator(folder, threads=self.threads)
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the SentencePiece ops; tensorflow/text#315)
+
+        return tf.saved_model.load(folder)
+
+    def run_inference(self, batch, model, inference_args=None):
+        texts = [line.text for line in batch]
+        settings = self.decoding
+        if self.runtime == "ctranslate2":
+            with warnings.catch_warnings():  # cut lines are reported by the pipeline, by name
+                warnings.simplefilter("ignore", TruncationWarning)
+                translations = model.translate(texts, settings.beam_size, settings.alpha,
+                                               settings.decode_margin)
+        else:
+            import tensorflow as tf
+
+            outputs = model.signatures["translate"](
+                text=tf.constant([text.encode("utf-8") for text in texts], tf.string),
+                beam_size=tf.constant(settings.beam_size, tf.int32),
+                alpha=tf.constant(settings.alpha, tf.float32),
+                decode_margin=tf.constant(settings.decode_margin, tf.int32))
+            translations = [row[0].decode("utf-8", errors="replace")
+                            for row in outputs["translations"].numpy()]
+        return [PredictionResult(line, translation) for line, translation in zip(batch, translations)]
+
+    def get_num_bytes(self, batch):
+        return sum(len(line.text) for line in batch)
+
+    def get_metrics_namespace(self):
+        return "keras_transformer"
