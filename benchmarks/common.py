@@ -200,3 +200,30 @@ def in_fresh_process(function, *args):
     if process.exitcode:
         raise RuntimeError(f"{function.__name__} failed in its process "
                            f"(exit code {process.exitcode}).")
+
+
+def ding_work_folder(work, vocab_size=8000, shards=8):
+    """The folders the corpus benchmarks share, made in `work` when missing:
+    `tokenizer/` (an 8,000-piece SentencePiece model trained on the Ding
+    dictionary as `examples/train.py` trains one, and the small preset's
+    config.json, whose max_length prepare_data.py takes) and `prepared/`
+    (Ding prepared with it by prepare_data.py, in this process). Needs
+    Debian's trans-de-en. Returns `(tokenizer folder, prepared folder)`."""
+    from keras_transformer import data
+    from keras_transformer.models import SMALL
+    from keras_transformer.pipelines.prepare_data import prepare_data
+
+    tokenizer_dir = os.path.join(work, "tokenizer")
+    corpus = data.corpus("ding")
+    if not os.path.exists(os.path.join(tokenizer_dir, data.tokenizer.MODEL_FILE)):
+        os.makedirs(tokenizer_dir, exist_ok=True)
+        data.train_corpus_tokenizer(corpus, os.path.join(tokenizer_dir, data.tokenizer.MODEL_FILE),
+                                    vocab_size)
+        with open(os.path.join(tokenizer_dir, "config.json"), "w") as file:
+            file.write(SMALL.to_json())
+    prepared_dir = os.path.join(work, "prepared")
+    if not os.path.exists(prepared_dir):
+        print(f"Preparing Ding in {prepared_dir} ...", flush=True)
+        prepare_data(corpus, data.load_tokenizer(tokenizer_dir), prepared_dir, shards,
+                     SMALL.max_length)
+    return tokenizer_dir, prepared_dir

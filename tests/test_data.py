@@ -13,10 +13,12 @@ from keras_transformer.data import (
     EOS_ID,
     DingDeEn,
     Tokenizer,
+    batch_count,
     bucket_boundaries,
     corpus,
     encode_pairs,
     length_report,
+    block_token_batches,
     token_batches,
     train_tokenizer,
 )
@@ -222,6 +224,24 @@ def test_token_batches_respect_the_budget_and_keep_padding_low():
     # Source and target lengths are independent here; bucketing on both keeps
     # padding low on both sides.
     assert real / padded > 0.85, real / padded
+
+
+def test_blocks_and_a_pass_count_give_token_batches_batches():
+    examples, encoded = _random_encoded(count=3000, longest=12)
+    expected = list(token_batches(encoded, 32, 8, pad_id=1, drop_remainder=True)
+                    .as_numpy_iterator())
+    got = list(block_token_batches(encoded.ragged_batch(100), 32, 8, pad_id=1, drop_remainder=True)
+               .as_numpy_iterator())
+    assert len(got) == len(expected) and len(expected) > 50
+    for (inputs, labels), (want_inputs, want_labels) in zip(got, expected):
+        np.testing.assert_array_equal(labels, want_labels)
+        for key in ("source_ids", "target_ids"):
+            np.testing.assert_array_equal(inputs[key], want_inputs[key])
+    # Only full batches: their number is known from the lengths alone, in any order.
+    lengths = tf.data.Dataset.from_tensor_slices(([len(e[0]) for e in examples[::-1]],
+                                                  [len(e[2]) for e in examples[::-1]]))
+    assert batch_count(lengths.batch(100), 32, 8) == len(expected)
+    assert len(list(token_batches(encoded, 32, 8))) > len(expected)
 
 
 def test_bucket_boundaries_grow_to_max_length():

@@ -12,6 +12,7 @@
 from keras_transformer.data.batching import (
     LengthReport,
     batch_count,
+    block_token_batches,
     bucket_boundaries,
     encode_pairs,
     fits,
@@ -49,6 +50,7 @@ __all__ = [
     "PreparedCorpus",
     "Tokenizer",
     "batch_count",
+    "block_token_batches",
     "bucket_boundaries",
     "corpus",
     "encode_pairs",

@@ -40,7 +40,12 @@ import warnings
 
 import tensorflow as tf
 
-from keras_transformer.data.batching import LengthReport, batch_count, length_report, token_batches
+from keras_transformer.data.batching import (
+    LengthReport,
+    batch_count,
+    block_token_batches,
+    length_report,
+)
 from keras_transformer.data.tokenizer import tokenizer_checksum, tokenizer_files, tokenizer_from_files
 
 PREFIX = "prepared:"
@@ -177,10 +182,10 @@ class PreparedCorpus:
         return LengthReport(report.kept, report.dropped + prepared.dropped,
                             report.source_tokens, report.target_tokens)
 
-    def encoded(self, files, seed=None):
-        """`(source_ids, target_ids, labels)` int32 of `files`, read in
-        turn (shuffled with `seed`, an int or int64 tensor, if given)."""
-        bos_id = self.info["tokenizer"]["bos_id"]
+    def _parsed(self, files, seed=None):
+        """Batches of up to 1024 records of `files`, read in turn (shuffled
+        with `seed`, an int or int64 tensor, if given): `(source_ids,
+        labels)`, ragged int32."""
         names = tf.data.Dataset.from_tensor_slices(files)
         if seed is not None:
             names = names.shuffle(len(files), seed=seed)
@@ -191,11 +196,31 @@ class PreparedCorpus:
             pairs = tf.io.parse_example(batch, _IDS)
             return tuple(tf.cast(pairs[key], tf.int32) for key in ("source_ids", "labels"))
 
-        def with_decoder_input(source_ids, labels):
-            return source_ids, tf.concat([[bos_id], labels[:-1]], axis=0), labels
+        return records.batch(1024).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
 
-        pairs = records.batch(1024).map(parse, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
-        return pairs.map(with_decoder_input, num_parallel_calls=tf.data.AUTOTUNE)
+    def _decoder_input(self, labels):
+        """The start id and `labels[:-1]`, of each row of a ragged batch."""
+        starts = tf.fill([labels.nrows(), 1], self.info["tokenizer"]["bos_id"])
+        return tf.concat([starts, labels[:, :-1]], axis=1)
+
+    def _blocks(self, files, seed=None):
+        """`(source_ids, target_ids, labels)` of `files` in ragged batches,
+        as `encode_pairs` makes them (see `_parsed`)."""
+
+        def pairs(source_ids, labels):
+            return source_ids, self._decoder_input(labels), labels
+
+        return self._parsed(files, seed).map(pairs, num_parallel_calls=tf.data.AUTOTUNE)
+
+    def encoded(self, files, seed=None):
+        """`(source_ids, target_ids, labels)` int32 pairs of `files`, one by
+        one (the training input reads `_blocks`)."""
+        # Back to plain tensors: unbatch() of ragged batches gives ragged specs.
+        return self._blocks(files, seed).unbatch().map(lambda *pair: pair)
+
+    def _lengths(self, files):
+        return self._parsed(files).map(lambda source_ids, labels: (source_ids.row_lengths(),
+                                                                   labels.row_lengths()))
 
     def training_input(self, batch_tokens, max_length, shuffle_buffer, seed, pad_id=0,
                        start_step=0, accumulation_steps=1):
@@ -223,7 +248,7 @@ class PreparedCorpus:
                 raise ValueError(f"{self.directory} has {len(self.files)} shard files for "
                                  f"{pipelines} workers; prepare it with --shards {pipelines} or more.")
             replica_tokens = batch_tokens // context.num_replicas_in_sync
-            per_pass = batch_count(self.encoded(files), replica_tokens, max_length)
+            per_pass = batch_count(self._lengths(files), replica_tokens, max_length)
             if not per_pass:
                 raise ValueError(f"{self.directory} has too few pairs in worker {index}'s files to "
                                  f"fill one batch of {replica_tokens} tokens; lower batch_tokens.")
@@ -232,9 +257,10 @@ class PreparedCorpus:
 
             def one_pass(number):
                 pass_seed = tf.cast(seed, tf.int64) + number
-                return token_batches(self.encoded(files, pass_seed), replica_tokens, max_length,
-                                     shuffle_buffer=shuffle_buffer, seed=pass_seed, pad_id=pad_id,
-                                     drop_remainder=True)
+                return block_token_batches(
+                    self._blocks(files, pass_seed), replica_tokens, max_length,
+                    shuffle_buffer=shuffle_buffer, seed=pass_seed, pad_id=pad_id,
+                    drop_remainder=True)
 
             passes = tf.data.Dataset.range(first_pass, tf.int64.max)
             return passes.flat_map(one_pass).skip(skip).prefetch(tf.data.AUTOTUNE)

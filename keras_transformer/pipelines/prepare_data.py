@@ -44,21 +44,22 @@ class _EncodePart(beam.DoFn):
 
     def process(self, part):
         pairs = self.corpus.pairs("train", part=(part, self.parts))
-        # Batched: one tokenizer call for many pairs, then one pair a row again.
-        encoded = data.encode_pairs(pairs.batch(self.batch_size), self.tokenizer).unbatch()
-        flagged = encoded.map(lambda *pair: (pair[0], pair[2], data.fits(*pair, self.max_length)))
+        # Batched: one tokenizer call for many pairs.
+        encoded = data.encode_pairs(pairs.batch(self.batch_size), self.tokenizer)
         options = tf.data.Options()
         options.threading.private_threadpool_size = 1
         options.threading.max_intra_op_parallelism = 1
         counts = dict.fromkeys(COUNTS, 0)
-        for source_ids, labels, fit in flagged.with_options(options).as_numpy_iterator():
-            if fit:
-                counts["kept"] += 1
-                counts["source_tokens"] += len(source_ids)
-                counts["target_tokens"] += len(labels)
-                yield prepared.ids_example(source_ids.tolist(), labels.tolist())
-            else:
-                counts["dropped"] += 1
+        for source_ids, _, labels in encoded.with_options(options):
+            keep = data.fits(source_ids.row_lengths(), labels.row_lengths(), self.max_length).numpy()
+            for source, target, fit in zip(source_ids.to_list(), labels.to_list(), keep):
+                if fit:
+                    counts["kept"] += 1
+                    counts["source_tokens"] += len(source)
+                    counts["target_tokens"] += len(target)
+                    yield prepared.ids_example(source, target)
+                else:
+                    counts["dropped"] += 1
         yield beam.pvalue.TaggedOutput("counts", counts)
 
 

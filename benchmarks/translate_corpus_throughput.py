@@ -1,0 +1,102 @@
+"""translate_corpus.py (Apache Beam, one machine) against translate.py on the
+same file with the same settings, side by side in turns, and whether their
+translations are identical.
+
+    python examples/train.py --output runs/ding --preset small --dataset ding --steps 600
+    pip install -e ".[beam]"
+    python benchmarks/translate_corpus_throughput.py runs/ding [--lines 1000] [--repeats 2]
+
+The input is the first --lines German sources of the run's test split (Ding:
+words, phrases and sentences of mixed lengths), one file. Each contender is
+the command a user runs, in its own process, timed from start to exit:
+`examples/translate.py RUN --input FILE --output OUT` (the Translator on the
+run's model, 64-sentence batches sorted by length) and
+`examples/translate_corpus.py EXPORT --input FILE --output DIR` (the run
+exported by `export_run` into --work, the SavedModel's `translate`
+signature under RunInference, 64-sentence batches sorted by length, Beam's
+FnApiRunner in process); with --ctranslate2 also its CTranslate2 runtime.
+Beam 4, alpha 0.6, margin 50 (the model's defaults) for all. Figures:
+lines a second, the median over --repeats turns.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+from common import machine  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def command(script, *args):
+    start = time.perf_counter()
+    subprocess.run([sys.executable, os.path.join(ROOT, script), *map(str, args)], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", help="a trained run (examples/train.py)")
+    parser.add_argument("--work", default="/tmp/translate-bench", help="export, input, outputs")
+    parser.add_argument("--lines", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--ctranslate2", action="store_true", help="also the CTranslate2 runtime")
+    args = parser.parse_args()
+    args.work = os.path.abspath(args.work)
+
+    from keras_transformer.evaluation import run_corpus
+    from keras_transformer.export import export_run
+    from keras_transformer.pipelines.translate_corpus import read_translations
+    from keras_transformer.textfiles import clean_text, read_lines, write_lines
+
+    os.makedirs(args.work, exist_ok=True)
+    export = os.path.join(args.work, "export")
+    if not os.path.exists(export):
+        export_run(args.run_dir, export,
+                   formats=("saved_model", "ctranslate2") if args.ctranslate2 else ("saved_model",))
+    source = os.path.join(args.work, "source.txt")
+    pairs = run_corpus(args.run_dir).pairs("test").take(args.lines).as_numpy_iterator()
+    write_lines([clean_text(s) for s, _ in pairs], source)
+    outputs = {"translate.py": os.path.join(args.work, "translate.txt"),
+               "translate_corpus.py": os.path.join(args.work, "corpus-saved_model")}
+    contenders = {
+        "translate.py": lambda: command("examples/translate.py", args.run_dir, "--input", source,
+                                        "--output", outputs["translate.py"], "--overwrite"),
+        "translate_corpus.py": lambda: command(
+            "examples/translate_corpus.py", export, "--input", source, "--output",
+            outputs["translate_corpus.py"], "--overwrite")}
+    if args.ctranslate2:
+        outputs["translate_corpus.py, ctranslate2"] = os.path.join(args.work, "corpus-ctranslate2")
+        contenders["translate_corpus.py, ctranslate2"] = lambda: command(
+            "examples/translate_corpus.py", export, "--input", source, "--output",
+            outputs["translate_corpus.py, ctranslate2"], "--overwrite", "--runtime", "ctranslate2")
+    seconds = {name: [] for name in contenders}
+    for turn in range(args.repeats):
+        for name, run in contenders.items():
+            seconds[name].append(run())
+            print(f"turn {turn + 1}: {name}: {seconds[name][-1]:.1f} s", flush=True)
+
+    reference = read_lines(outputs["translate.py"]).lines
+    print(f"\n{machine()}; {len(reference)} lines, median of {args.repeats} turns\n")
+    print("| command | lines/s | x | identical to translate.py |\n|---|---|---|---|")
+    baseline = float(np.median(seconds["translate.py"]))
+    for name, values in seconds.items():
+        if name == "translate.py":
+            same = len(reference)
+        else:
+            got = read_translations(outputs[name])
+            same = sum(got.get((source, n)) == t for n, t in enumerate(reference, start=1))
+        median = float(np.median(values))
+        print(f"| {name} | {len(reference) / median:.1f} | {baseline / median:.2f} | "
+              f"{same} of {len(reference)} |")
+
+
+if __name__ == "__main__":
+    main()
