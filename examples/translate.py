@@ -4,7 +4,9 @@
     python examples/translate.py runs/ding --input de.txt --output en.txt --beam-size 4
 
 Defaults are the paper's: beam 4, length penalty 0.6, output up to the input
-length + 50 tokens. Every input line gives one output line: empty and blank
+length + 50 tokens. --sampling-topk K draws each translation from the
+model's distribution instead (K most likely tokens, 0 for all), as
+back-translation wants it. Every input line gives one output line: empty and blank
 lines give empty lines; bytes that are not UTF-8 are replaced, and lines
 longer than the model accepts are cut, each with a warning naming the lines
 (--overlong error refuses them instead). --output is written whole, only
@@ -40,7 +42,11 @@ def main():
     parser.add_argument("--overlong", choices=("truncate", "error"), default="truncate",
                         help="lines longer than the model accepts: cut them (with a warning "
                              "naming them) or stop before translating")
+    cli.add_sampling_arguments(parser)
     args = parser.parse_args()
+    cli.check_sampling(parser, args)
+    if args.sampling_topk is not None and args.n_best:
+        parser.error("--sampling-topk draws one translation; leave out --n-best")
 
     # Everything that can be wrong with the files is found before the model
     # is loaded.
@@ -54,12 +60,15 @@ def main():
         textfiles.write_lines([], args.output)
         return
 
-    from keras_transformer.decoding import Translator
+    from keras_transformer.decoding import Sampling, Translator
     from keras_transformer.decoding.translator import max_source_tokens
 
+    sampling = None if args.sampling_topk is None else Sampling(
+        args.sampling_topk, args.sampling_temperature, args.seed)
     translator = Translator.from_directory(
         args.run_dir, model_file=args.model_file, beam_size=args.beam_size, alpha=args.alpha,
-        decode_margin=args.decode_margin, batch_size=args.batch_size, precision=args.precision)
+        decode_margin=args.decode_margin, batch_size=args.batch_size, precision=args.precision,
+        sampling=sampling)
     cli.overlong_lines(source.name, [i + 1 for i in translator.too_long(source.lines)],
                        max_source_tokens(translator.model), refuse=args.overlong == "error")
     with warnings.catch_warnings():  # named above, by line

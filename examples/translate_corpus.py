@@ -12,7 +12,10 @@ Writes translations-*.jsonl (one {"file", "line", "translation"} record an
 input line, blank lines giving "") and, with --parallel-corpus,
 corpus/train.tsv ("translation TAB source" lines) that train.py and
 prepare_data.py read once a validation.tsv is beside it; then
-translate_corpus.json (files, line counts, settings). Input files are read
+translate_corpus.json (files, line counts, settings). --sampling-topk K
+draws each translation from the model's distribution instead of beam search
+(Edunov et al. 2018: sampled back-translations train better models).
+Input files are read
 as translate.py reads them: bytes that are not UTF-8 are replaced and lines
 longer than the model accepts are cut, each with a warning naming the
 lines. A local --output appears whole, only when every line is translated:
@@ -53,11 +56,14 @@ def parser():
     p.add_argument("--parallel-corpus", action="store_true",
                    help="also write corpus/train.tsv: translation TAB source")
     p.add_argument("--threads", type=cli.positive_int, help="CPU threads of a CTranslate2 model")
+    cli.add_sampling_arguments(p)
     return p
 
 
 def main(argv=None):
-    args, beam_args = parser().parse_known_args(argv)
+    p = parser()
+    args, beam_args = p.parse_known_args(argv)
+    cli.check_sampling(p, args)
     from keras_transformer.pipelines.runner import pipeline_options
 
     pipeline_options(beam_args)  # a misspelt option stops here, before any work
@@ -67,7 +73,8 @@ def main(argv=None):
 
     manifest = translate_corpus(
         args.export_dir, args.input, args.output, runtime=args.runtime,
-        decoding=Decoding(args.beam_size, args.alpha, args.decode_margin),
+        decoding=Decoding(args.beam_size, args.alpha, args.decode_margin, args.sampling_topk,
+                          args.sampling_temperature, args.seed),
         batch_size=args.batch_size, batch_tokens=args.batch_tokens, shards=args.shards,
         parallel_corpus=args.parallel_corpus, beam_args=beam_args, overwrite=args.overwrite,
         threads=args.threads)

@@ -117,3 +117,26 @@ def add_precision_argument(parser, help="decode in this precision (default: the 
                                          "AMX, float16 is for GPUs"):
     """`--precision` of the commands that decode (see `models.in_precision`)."""
     parser.add_argument("--precision", choices=PRECISIONS, help=help)
+
+
+def add_sampling_arguments(parser):
+    """`--sampling-topk`, `--sampling-temperature`, `--seed` of the commands
+    that translate (see `decoding.Sampling`); `check_sampling` checks them."""
+    group = parser.add_argument_group("sampling, for back-translation")
+    group.add_argument("--sampling-topk", type=non_negative_int, metavar="K",
+                       help="draw each translation from the model's distribution instead of "
+                            "beam search: from the K most likely tokens, 0 for all of them "
+                            "(Edunov et al. 2018); 1 is greedy search")
+    group.add_argument("--sampling-temperature", type=positive_float, default=1.0, metavar="T",
+                       help="divide the log-probabilities by T before drawing")
+    group.add_argument("--seed", type=int, default=0,
+                       help="the same seed and input give the same draws")
+
+
+def check_sampling(parser, args):
+    """Stops with a usage error for sampling options that cannot go together."""
+    if args.sampling_topk is None:
+        if args.sampling_temperature != 1.0 or args.seed != 0:
+            parser.error("--sampling-temperature and --seed need --sampling-topk")
+    elif args.beam_size is not None:
+        parser.error("--sampling-topk draws one translation; leave out --beam-size")

@@ -1,11 +1,13 @@
 """Searching for translations, and translating text (TensorFlow only).
 
 - `greedy_search`, `beam_search`, `length_penalty`: cached incremental
-  decoding in core TF ops, exportable and XLA-compilable.
+  decoding in core TF ops, exportable and XLA-compilable; `Sampling`:
+  greedy search drawing tokens from the model's distribution instead.
 - `Translator`, `translate_text`: strings in, strings out.
 """
 
 from keras_transformer.decoding.search import (
+    Sampling,
     SearchResult,
     beam_search,
     greedy_search,
@@ -19,6 +21,7 @@ from keras_transformer.decoding.translator import (
 )
 
 __all__ = [
+    "Sampling",
     "SearchResult",
     "Translator",
     "beam_search",

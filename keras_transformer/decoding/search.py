@@ -61,6 +61,43 @@ class SearchResult:
     log_probs: tf.Tensor
 
 
+@dataclasses.dataclass(frozen=True)
+class Sampling:
+    """Drawing each next token from the model's distribution instead of
+    taking the most likely, for back-translation (Edunov et al. 2018,
+    "Understanding Back-Translation at Scale": sampled source sentences
+    train better models than beam search's).
+
+    Attributes:
+        top_k: 0 draws from the whole distribution; k > 0 from the k most
+            likely tokens, their probabilities renormalized (tokens tied
+            with the k-th are kept too); 1 is greedy search.
+        temperature: the log-probabilities are divided by it first (below
+            1 sharper, above 1 flatter).
+        seed: the draws are stateless functions of the seed, the step and
+            the row, so that the same seed and batch give the same output.
+
+    The fields may be scalar tensors (a SavedModel's inputs).
+    """
+
+    top_k: int = 0
+    temperature: float = 1.0
+    seed: int = 0
+
+
+def choose_tokens(log_probs, step, sampling=None):
+    """The next token of each row of `log_probs` `(rows, vocabulary)`: the
+    most likely, or with `sampling` a draw (see `Sampling`) for `step`."""
+    if sampling is None:
+        return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+    logits = log_probs / tf.cast(sampling.temperature, tf.float32)
+    top_k = tf.convert_to_tensor(sampling.top_k, tf.int32)
+    kth = _top_k(logits, tf.maximum(top_k, 1))[0][:, -1:]
+    logits = tf.where((top_k > 0) & (logits < kth), _NEG_INF, logits)
+    seed = tf.stack([tf.cast(sampling.seed, tf.int64), tf.cast(step, tf.int64)])
+    return tf.random.stateless_categorical(logits, 1, seed, dtype=tf.int32)[:, 0]
+
+
 def output_limits(source_ids, model, decode_margin=None, max_output_length=None):
     """Per-sentence maximum output length: source length (without its end
     token) plus `decode_margin`, capped by `max_output_length`, which defaults
@@ -134,8 +171,9 @@ class _Decoder:
 
 
 def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_length=None,
-                  use_cache=True, static_cache=False):
-    """Picks the most likely token at every step.
+                  use_cache=True, static_cache=False, sampling=None):
+    """Picks the most likely token at every step, or with `sampling` draws
+    it from the model's distribution (`Sampling`).
 
     The same tokens as `beam_search` with one beam (the tests check it), in
     a loop of its own because it needs no beam bookkeeping (top-2K
@@ -151,6 +189,9 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
         use_cache: decode incrementally with the key/value cache.
         static_cache: keep fixed-shape caches (needed under XLA; see the
             module docstring).
+        sampling: a `Sampling`, or None for the most likely tokens. The
+            scores are the model's log-probabilities of the drawn tokens
+            (before any temperature or top-k).
 
     Returns:
         A `SearchResult` with one hypothesis per sentence.
@@ -167,7 +208,7 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
 
     def body(step, tokens, log_prob, finished, state):
         log_probs, state = decoder.log_probs(tokens, step, state, at_limit=step + 1 >= limits)
-        choice = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+        choice = choose_tokens(log_probs, step, sampling)
         chosen = tf.gather(log_probs, choice, batch_dims=1)
         choice = tf.where(finished, config.pad_id, choice)
         log_prob += tf.where(finished, 0.0, chosen)

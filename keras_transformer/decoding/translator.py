@@ -17,6 +17,7 @@ runner):
   raises a ValueError naming it instead.
 """
 
+import dataclasses
 import os
 import warnings
 
@@ -25,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.data.tokenizer import clean_texts, load_tokenizer
-from keras_transformer.decoding.search import beam_search
+from keras_transformer.decoding.search import beam_search, greedy_search
 from keras_transformer.models import Transformer, in_precision
 from keras_transformer.textfiles import clean_text, truncation_warning
 
@@ -46,20 +47,28 @@ def encode_sources(tokenizer, texts, max_tokens):
     return with_end.to_tensor(default_value=tokenizer.pad_id), blank
 
 
-def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use_cache=True):
+def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use_cache=True,
+                   sampling=None):
     """Translates a batch of strings in one graph.
 
     Args:
         texts: string `(batch,)`.
         beam_size, alpha, decode_margin: scalars (tensors allowed).
+        sampling: a `Sampling` to draw the translations instead of beam
+            search (`beam_size` is then not used).
 
     Returns:
-        `(translations, scores)`: string `(batch, beam_size)` and float32
-        `(batch, beam_size)`, best first; blank inputs give "" and 0.
+        `(translations, scores)`: string `(batch, beam_size)` (with
+        `sampling`, `(batch, 1)`) and float32 of the same shape, best
+        first; blank inputs give "" and 0.
     """
     source_ids, blank = encode_sources(tokenizer, texts, max_source_tokens(model))
-    result = beam_search(model, source_ids, beam_size=beam_size, alpha=alpha,
-                         decode_margin=decode_margin, use_cache=use_cache)
+    if sampling is None:
+        result = beam_search(model, source_ids, beam_size=beam_size, alpha=alpha,
+                             decode_margin=decode_margin, use_cache=use_cache)
+    else:
+        result = greedy_search(model, source_ids, alpha=alpha, decode_margin=decode_margin,
+                               use_cache=use_cache, sampling=sampling)
     batch, n_best = tf.shape(result.tokens)[0], tf.shape(result.tokens)[1]
     flat = tf.reshape(result.tokens, [batch * n_best, -1])
     translations = tf.reshape(tokenizer.detokenize(flat), [batch, n_best])
@@ -79,6 +88,12 @@ class Translator:
         batch_size: sentences per search; sentences are grouped by length.
         overlong: "truncate" (default) or "error", for sentences longer than
             the model accepts.
+        sampling: a `Sampling` to draw each translation from the model's
+            distribution (for back-translation) instead of beam search.
+            Each batch draws with its own seed, made of the sampling's and
+            the batch's number, so that sentences in the same place of two
+            batches draw independently; the same sentences give the same
+            translations.
         precision: None to decode with the model as it is, or "float32",
             "bfloat16" (faster on CPUs with AVX-512 BF16 or AMX; the README
             gives its speed and BLEU against float32) or "float16" (GPUs):
@@ -91,7 +106,7 @@ class Translator:
     """
 
     def __init__(self, model, tokenizer, beam_size=None, alpha=None, decode_margin=None,
-                 batch_size=64, overlong="truncate", precision=None):
+                 batch_size=64, overlong="truncate", precision=None, sampling=None):
         if overlong not in OVERLONG:
             raise ValueError(f"overlong must be one of {OVERLONG}; got {overlong!r}.")
         config = model.config
@@ -107,10 +122,12 @@ class Translator:
                 raise ValueError(f"{name} must be >= {lowest}; got {value}.")
         self.batch_size = batch_size
         self.overlong = overlong
+        self.sampling = sampling
         self._translate = tf.function(
-            lambda texts: translate_text(model, tokenizer, texts, self.beam_size, self.alpha,
-                                         self.decode_margin),
-            input_signature=[tf.TensorSpec([None], tf.string)],
+            lambda texts, seed: translate_text(
+                model, tokenizer, texts, self.beam_size, self.alpha, self.decode_margin,
+                sampling=sampling and dataclasses.replace(sampling, seed=seed)),
+            input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.int64)],
         )
 
     @classmethod
@@ -161,7 +178,9 @@ class Translator:
         bar = keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]
-            texts, scores = self._translate(tf.constant([sentences[i].encode("utf-8") for i in rows]))
+            seed = self.sampling.seed * 1_000_003 + start if self.sampling else 0
+            texts, scores = self._translate(tf.constant([sentences[i].encode("utf-8") for i in rows]),
+                                            tf.constant(seed, tf.int64))
             for row, row_texts, row_scores in zip(rows, texts.numpy(), scores.numpy()):
                 hypotheses = [(t.decode("utf-8", errors="replace"), float(s))
                               for t, s in zip(row_texts, row_scores)]

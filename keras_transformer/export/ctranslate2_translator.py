@@ -100,10 +100,16 @@ class CTranslate2Translator:
             "int8", "float32".
         threads: CPU threads (default: CTranslate2's choice).
         batch_size: sentences per CTranslate2 batch (sorted by length).
+        seed: seeds CTranslate2's random generators for `sample`. They
+            belong to the translator's threads, which draw one stream each:
+            a new translator with the same seed, given the same calls, draws
+            the same samples.
     """
 
-    def __init__(self, directory, compute_type="default", threads=None, batch_size=32):
+    def __init__(self, directory, compute_type="default", threads=None, batch_size=32, seed=None):
         ctranslate2 = require_ctranslate2()
+        if seed is not None:
+            ctranslate2.set_random_seed(seed)  # before the threads that draw exist
         directory = os.fspath(directory)
         if not os.path.isfile(os.path.join(directory, "model.bin")):
             raise FileNotFoundError(f"{directory} holds no model.bin; give the ctranslate2/ folder "
@@ -209,6 +215,27 @@ class CTranslate2Translator:
         if too_long:
             warnings.warn(truncation_warning(too_long, limit), stacklevel=3)
         return [ids[:limit] for ids in sources], [not ids for ids in sources]
+
+    def sample(self, sentences, top_k=0, temperature=1.0, decode_margin=None):
+        """Draws a translation of each sentence (str or bytes) from the
+        model's distribution, for back-translation: from the `top_k` most
+        likely tokens (0: all), after dividing the log-probabilities by
+        `temperature`, as `decoding.Sampling` does, with CTranslate2's own
+        random generators (other draws than our search's; see `seed`).
+        Outputs stop at our search's length limits."""
+        if not sentences:
+            return []
+        sources, blank = self.encode(sentences)
+        limits = self.limits(sources, decode_margin)
+        results = self.translator.translate_batch(
+            [self._tokens(s) for s in sources], beam_size=1, sampling_topk=top_k,
+            sampling_temperature=temperature, return_end_token=True, min_decoding_length=0,
+            max_decoding_length=max(max(limits) - 1, 1), max_input_length=0,
+            suppress_sequences=self.defaults["suppress_sequences"] or None,
+            max_batch_size=self.batch_size)
+        return ["" if empty else
+                self.tokenizer.decode([self.target_ids[t] for t in result.hypotheses[0]][:limit - 1])
+                for result, limit, empty in zip(results, limits, blank)]
 
     def translate(self, sentences, beam_size=None, alpha=None, decode_margin=None):
         """Translates a list of sentences (str or bytes), one string each."""

@@ -6,7 +6,10 @@ Two SavedModels come out of a model:
   strings and returns translations and scores, with SentencePiece
   tokenisation (tf-text) and the cached beam search inside the graph, with the
   paper's defaults; `translate` takes the beam size, alpha and decode margin
-  as inputs and returns n-best lists; plus the id signatures below. Loading it
+  as inputs and returns n-best lists; `sample` draws each translation from
+  the model's distribution (top_k, 0 for all tokens; temperature; seed;
+  decode margin: `decoding.Sampling`), for back-translation; plus the id
+  signatures below. Loading it
   needs TF Text's ops: `import tensorflow_text` in Python, or a TensorFlow
   Serving build that links them.
 - the core model (`include_text=False`): only the id signatures, made of core
@@ -18,7 +21,7 @@ Two SavedModels come out of a model:
 
 import tensorflow as tf
 
-from keras_transformer.decoding import beam_search, translate_text
+from keras_transformer.decoding import Sampling, beam_search, translate_text
 
 _IDS = tf.TensorSpec([None, None], tf.int32)
 _TEXT = tf.TensorSpec([None], tf.string)
@@ -47,6 +50,8 @@ class ServingModule(tf.Module):
         if tokenizer is not None:
             self.translate = tf.function(self._translate, input_signature=[_TEXT, _INT, _FLOAT, _INT])
             self.serving_default = tf.function(self._serving_default, input_signature=[_TEXT])
+            self.sample = tf.function(self._sample,
+                                      input_signature=[_TEXT, _INT, _FLOAT, _INT, _INT])
 
     def _search_ids(self, source_ids, beam_size, alpha, decode_margin):
         result = beam_search(self.model, source_ids, beam_size=beam_size, alpha=alpha,
@@ -64,6 +69,12 @@ class ServingModule(tf.Module):
                                               decode_margin)
         return {"translations": translations, "scores": scores}
 
+    def _sample(self, text, top_k, temperature, seed, decode_margin):
+        translations, scores = translate_text(
+            self.model, self.tokenizer, text, 1, self.defaults[1], decode_margin,
+            sampling=Sampling(top_k, temperature, seed))
+        return {"translations": translations[:, 0], "scores": scores[:, 0]}
+
     def _serving_default(self, text):
         outputs = self._translate(text, *self.defaults)
         return {"translations": outputs["translations"][:, 0], "scores": outputs["scores"][:, 0]}
@@ -77,7 +88,7 @@ class ServingModule(tf.Module):
 def signature_names(text):
     """The signatures of a text SavedModel (`text=True`) or a core one."""
     core = ["encode", "logits", "search_ids"]
-    return sorted(core + ["serving_default", "translate"]) if text else core
+    return sorted(core + ["sample", "serving_default", "translate"]) if text else core
 
 
 def save(model, path, tokenizer=None):

@@ -23,6 +23,7 @@ model accepts are cut).
 import dataclasses
 import os
 import warnings
+import zlib
 
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
@@ -34,19 +35,25 @@ RUNTIMES = ("saved_model", "ctranslate2")
 @dataclasses.dataclass(frozen=True)
 class Decoding:
     """How to search: beam size (1 is greedy), GNMT length penalty alpha,
-    output length margin. `None` takes the export's default."""
+    output length margin (`None` takes the export's default); or, with
+    `sampling_topk` set, drawing each translation from the model's
+    distribution (`decoding.Sampling`: 0 for all tokens, k for the k most
+    likely), with a temperature and a seed."""
 
     beam_size: int | None = None
     alpha: float | None = None
     decode_margin: int | None = None
+    sampling_topk: int | None = None
+    sampling_temperature: float = 1.0
+    seed: int = 0
 
     def resolved(self, config):
         """The settings with the export's defaults (its `export.json`
         config) filled in."""
-        return Decoding(
-            config["beam_size"] if self.beam_size is None else self.beam_size,
-            float(config["length_penalty"] if self.alpha is None else self.alpha),
-            config["decode_margin"] if self.decode_margin is None else self.decode_margin)
+        return dataclasses.replace(
+            self, beam_size=config["beam_size"] if self.beam_size is None else self.beam_size,
+            alpha=float(config["length_penalty"] if self.alpha is None else self.alpha),
+            decode_margin=config["decode_margin"] if self.decode_margin is None else self.decode_margin)
 
 
 def export_config(export_dir):
@@ -67,6 +74,15 @@ def check_runtime(export_dir, runtime):
         how = ("export it with --formats ctranslate2" if runtime == "ctranslate2" else
                "its tokenizer is not TensorFlow ops (FSMT): use --runtime ctranslate2")
         raise ValueError(f"{export_dir} has no {runtime}/ folder; {how}.")
+
+
+def batch_seed(seed, batch):
+    """The seed a batch of `Line`s draws with: the run's seed and the
+    batch's lines (files and numbers), so that lines in the same place of
+    two batches draw independently, and a batch of the same lines draws the
+    same translations again."""
+    keys = ",".join(f"{line.file}:{line.number}" for line in batch)
+    return zlib.crc32(f"{seed}/{keys}".encode("utf-8")) & 0x7FFFFFFF
 
 
 class ExportModelHandler(ModelHandler):
@@ -99,31 +115,47 @@ class ExportModelHandler(ModelHandler):
         if self.runtime == "ctranslate2":
             from keras_transformer.export.ctranslate2_translator import CTranslate2Translator
 
-            return CTranslate2Translator(folder, threads=self.threads)
+            return CTranslate2Translator(folder, threads=self.threads, seed=self.decoding.seed)
         import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the SentencePiece ops; tensorflow/text#315)
 
-        return tf.saved_model.load(folder)
+        model = tf.saved_model.load(folder)
+        if self.decoding.sampling_topk is not None and "sample" not in model.signatures:
+            raise ValueError(f"{folder} has no sample signature (exported before it existed); "
+                             "export the run again to sample with it.")
+        return model
 
     def run_inference(self, batch, model, inference_args=None):
         texts = [line.text for line in batch]
         settings = self.decoding
+        sampling = settings.sampling_topk is not None
         if self.runtime == "ctranslate2":
             with warnings.catch_warnings():  # cut lines are reported by the pipeline, by name
                 warnings.simplefilter("ignore", TruncationWarning)
-                translations = model.translate(texts, settings.beam_size, settings.alpha,
-                                               settings.decode_margin)
-        else:
-            import tensorflow as tf
+                if sampling:
+                    translations = model.sample(texts, settings.sampling_topk,
+                                                settings.sampling_temperature, settings.decode_margin)
+                else:
+                    translations = model.translate(texts, settings.beam_size, settings.alpha,
+                                                   settings.decode_margin)
+            return [PredictionResult(line, text) for line, text in zip(batch, translations)]
+        import tensorflow as tf
 
+        text = tf.constant([text.encode("utf-8") for text in texts], tf.string)
+        margin = tf.constant(settings.decode_margin, tf.int32)
+        if sampling:
+            outputs = model.signatures["sample"](
+                text=text, top_k=tf.constant(settings.sampling_topk, tf.int32),
+                temperature=tf.constant(settings.sampling_temperature, tf.float32),
+                seed=tf.constant(batch_seed(settings.seed, batch), tf.int32), decode_margin=margin)
+            translations = outputs["translations"].numpy()
+        else:
             outputs = model.signatures["translate"](
-                text=tf.constant([text.encode("utf-8") for text in texts], tf.string),
-                beam_size=tf.constant(settings.beam_size, tf.int32),
-                alpha=tf.constant(settings.alpha, tf.float32),
-                decode_margin=tf.constant(settings.decode_margin, tf.int32))
-            translations = [row[0].decode("utf-8", errors="replace")
-                            for row in outputs["translations"].numpy()]
-        return [PredictionResult(line, translation) for line, translation in zip(batch, translations)]
+                text=text, beam_size=tf.constant(settings.beam_size, tf.int32),
+                alpha=tf.constant(settings.alpha, tf.float32), decode_margin=margin)
+            translations = outputs["translations"].numpy()[:, 0]
+        return [PredictionResult(line, translation.decode("utf-8", errors="replace"))
+                for line, translation in zip(batch, translations)]
 
     def get_num_bytes(self, batch):
         return sum(len(line.text) for line in batch)
