@@ -35,7 +35,7 @@ def parser():
     p.add_argument("--source-language")
     p.add_argument("--target-language")
     p.add_argument("--data-dir", help="TFDS data folder (on a cluster, one the workers read)")
-    p.add_argument("--ding-path", default="/usr/share/trans/de-en")
+    p.add_argument("--ding-path", help="the Ding dictionary file (default: trans-de-en's)")
     tokenizer = p.add_mutually_exclusive_group(required=True)
     tokenizer.add_argument("--tokenizer", metavar="RUN_OR_MODEL",
                            help="a training run or imported model whose tokenizer to use")
@@ -69,7 +69,7 @@ def main(argv=None):
     from keras_transformer.pipelines.prepare_data import prepare_data
 
     corpus = data.corpus(args.dataset, args.source_language, args.target_language,
-                         data_dir=args.data_dir, ding_path=args.ding_path)
+                         data_dir=args.data_dir, ding_path=args.ding_path or data.ding.DEFAULT_PATH)
     max_length = args.max_length
     if args.tokenizer:
         tokenizer = data.load_tokenizer(args.tokenizer)

@@ -233,3 +233,15 @@ def test_other_commands_refuse_existing_outputs_and_missing_runs(small_run, tmp_
            f"{picture} exists; pass --overwrite")
     assert picture.read_bytes() == b"an earlier picture"
     _error(command("examples/average_checkpoints.py", tmp_path / "no-run"), "no-run is not a folder")
+
+
+def test_corpus_commands_check_their_options_before_any_work(small_run, tmp_path):
+    existing = _earlier_output(tmp_path, "prepared")
+    _error(command("examples/prepare_data.py", "--dataset", "ding", "--tokenizer", small_run,
+                   "--output", existing, "--shards", "2"), f"{existing} exists; pass --overwrite")
+    _error(command("examples/prepare_data.py", "--dataset", "ding", "--tokenizer", small_run,
+                   "--output", tmp_path / "new", "--shards", "2", "--workers", "2"),
+           "unrecognized arguments: --workers 2 (neither this command's nor an Apache Beam")
+    status, _, _ = command("examples/translate_corpus.py", small_run, "--input", "x", "--output",
+                           tmp_path / "bt", "--sampling-temperature", "2")
+    assert status == 2 and sorted(os.listdir(tmp_path)) == ["prepared"]

@@ -120,7 +120,7 @@ def test_bad_input_stops_before_any_work(small_export, inputs, tmp_path):
         ((tmp_path, str(folder / "*"), tmp_path / "o"), {}, ValueError, "no saved_model/ folder"),
         ((small_export, str(folder / "*"), folder), {}, FileExistsError, "pass --overwrite"),
         ((small_export, str(folder / "*"), tmp_path / "o"), {"beam_args": ["--shard", "4"]},
-         ValueError, "unrecognized arguments: --shard .neither"),
+         ValueError, "unrecognized arguments: --shard 4 .neither"),
     ]
     for args, kwargs, error, message in attempts:
         with pytest.raises(error, match=message):

@@ -36,16 +36,20 @@ def pipeline_options(beam_args):
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     beam_args = list(beam_args)
-    # Words that are not the value of an option before them (`--project p`).
-    stray = [argument for index, argument in enumerate(beam_args)
-             if not argument.startswith("-") and (index == 0 or "=" in beam_args[index - 1]
-                                                  or not beam_args[index - 1].startswith("--"))]
     options = PipelineOptions(beam_args)
     unknown = set(options.get_all_options(retain_unknown_options=True)) - set(options.get_all_options())
-    if unknown or stray:
-        named = " ".join([f"--{name}" for name in sorted(unknown)] + stray)
-        raise ValueError(f"unrecognized arguments: {named} (neither this command's nor an Apache "
-                         "Beam pipeline option)")
+    named = []  # the unknown options as given, with their values; and stray words
+    for index, argument in enumerate(beam_args):
+        before = beam_args[index - 1] if index else ""
+        value_of = before.startswith("--") and "=" not in before
+        if argument.startswith("--") and argument[2:].split("=")[0] in unknown:
+            named.append(argument)
+        elif not argument.startswith("-") and (
+                not value_of or before[2:] in unknown):
+            named.append(argument)
+    if named:
+        raise ValueError(f"unrecognized arguments: {' '.join(named)} (neither this command's nor "
+                         "an Apache Beam pipeline option)")
     standard = options.view_as(StandardOptions)
     if not standard.runner:
         standard.runner = DEFAULT_RUNNER
