@@ -5,13 +5,21 @@ at its place in the data."""
 
 import collections
 import dataclasses
+import functools
+import json
 import os
+import re
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers import processes
 from helpers.small_run import CONFIG, WORDS
 from keras_transformer import data
 from keras_transformer.data.prepared import PreparedCorpus
@@ -154,31 +162,74 @@ def test_workers_read_disjoint_files_with_a_share_of_the_budget(prepared):
                                           num_replicas_in_sync=4))
 
 
-def test_a_run_trains_and_resumes_on_prepared_data_and_refuses_another_tokenizer(prepared, tmp_path):
-    _, shards, info = prepared
-    tiny = {key: getattr(CONFIG, key) for key in (
-        "num_encoder_layers", "num_decoder_layers", "d_model", "d_ff", "num_heads")}
-    options = RunOptions(output_dir=str(tmp_path / "run"), dataset=f"prepared:{shards}",
-                         overrides=tiny | {"max_length": MAX_LENGTH}, batch_tokens=128, steps=2,
-                         eval_every_steps=2, checkpoint_every_steps=2, bleu_sentences=0,
-                         shuffle_buffer=50, verbose=0)
-    first = run_training(options)
-    assert first["data"] == info["train"] and first["final_step"] == 2
-    run_tokenizer = data.load_tokenizer(options.output_dir)
-    assert (data.tokenizer_checksum(data.tokenizer_files(run_tokenizer))
-            == info["tokenizer"]["checksum"])
-    resumed = run_training(dataclasses.replace(options, steps=3))
-    assert (resumed["start_step"], resumed["final_step"]) == (2, 3)
+def _metrics(run_dir):
+    with open(os.path.join(run_dir, "logs", "metrics.jsonl")) as lines:
+        return [json.loads(line) for line in lines]
 
+
+def test_train_py_killed_on_prepared_data_resumes_at_its_place_in_the_data(prepared, tmp_path):
+    """train.py killed after a checkpoint and started again gives the loss
+    curve of an uninterrupted run, step for step: the resumed run restores
+    the weights and optimizer and reads on from the batch the killed one
+    had reached (no dropout, so that a step depends on its batch alone)."""
+    _, shards, info = prepared
+    steps = 40
+    settings = {key: getattr(CONFIG, key) for key in (
+        "num_encoder_layers", "num_decoder_layers", "d_model", "d_ff", "num_heads")}
+    settings |= {"max_length": MAX_LENGTH, "dropout": 0.0}
+    options = RunOptions(output_dir=str(tmp_path / "whole"), dataset=f"prepared:{shards}",
+                         overrides=settings, batch_tokens=128, steps=steps, eval_every_steps=4,
+                         checkpoint_every_steps=4, bleu_sentences=0, seed=5,
+                         verbose=0)
+    command = [os.path.join(processes.ROOT, "examples", "train.py"), "--dataset", options.dataset,
+               *(f"--set={key}={value}" for key, value in settings.items()), "--batch-tokens",
+               "128", "--steps", str(steps), "--eval-every-steps", "4",
+               "--checkpoint-every-steps", "4", "--bleu-sentences", "0", "--seed", "5"]
+    killed_dir = str(tmp_path / "killed")
+    run = functools.partial(subprocess.Popen, env=processes.environment(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    killed = run([sys.executable, *command, "--output", killed_dir])
+    saved = os.path.join(killed_dir, "checkpoints", "saved.jsonl")
+    deadline = time.monotonic() + 300
+    while not os.path.exists(saved) or not open(saved).read().strip():
+        assert killed.poll() is None, killed.communicate()[0][-3000:]
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.02)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert len(_metrics(killed_dir)) < steps // 4, "the run ended before it was killed"
+
+    whole = run_training(options)  # the uninterrupted run, in this process
+    assert whole["data"] == info["train"] and whole["final_step"] == steps
+    again = run([sys.executable, *command, "--output", killed_dir])
+    output = again.communicate(timeout=600)[0]
+    assert again.returncode == 0, output[-3000:]
+    restored = int(re.search(r"Restored \S+ \(step (\d+)\)", output).group(1))
+    assert 0 < restored < steps - 8, output[-3000:]  # the comparison covers resumed epochs
+    resumed, expected = _metrics(killed_dir), _metrics(options.output_dir)
+    assert [log["step"] for log in resumed] == [log["step"] for log in expected]
+    for got, want in zip(resumed, expected):
+        np.testing.assert_allclose([got["loss"], got["val_loss"]], [want["loss"], want["val_loss"]],
+                                   rtol=1e-4, err_msg=f"step {got['step']}")
+
+
+def test_prepared_data_refuses_a_run_with_another_tokenizer_in_one_line(prepared, tmp_path):
+    _, shards, info = prepared
+    options = RunOptions(output_dir=str(tmp_path / "run"), dataset=f"prepared:{shards}")
     other = tmp_path / "other"
     other.mkdir()
     data.train_tokenizer([f"ganz andere Wörter {i}" for i in range(200)], other / "tokenizer.model",
                          vocab_size=40)
     for changed in ({"output_dir": str(other)},
                     {"output_dir": str(tmp_path / "new"), "init_from": str(other)}):
-        with pytest.raises(ValueError, match="was prepared with another tokenizer than"):
+        with pytest.raises(ValueError, match="was prepared with another tokenizer than") as error:
             prepare_tokenizer(dataclasses.replace(options, **changed),
                               data.corpus(f"prepared:{shards}"), chief=True)
+        assert "\n" not in str(error.value)
+    # A new run takes the data's tokenizer.
+    tokenizer = prepare_tokenizer(options, data.corpus(f"prepared:{shards}"), chief=True)
+    assert (data.tokenizer_checksum(data.tokenizer_files(data.load_tokenizer(options.output_dir)))
+            == data.tokenizer_checksum(data.tokenizer_files(tokenizer)) == info["tokenizer"]["checksum"])
 
 
 def test_incomplete_or_damaged_folders_are_refused(prepared, tmp_path):

@@ -18,9 +18,9 @@ from helpers.small_run import WORDS
 from keras_transformer import data
 from keras_transformer.decoding import Translator
 from keras_transformer.export import CTranslate2Translator
-from keras_transformer.pipelines.export_handler import Decoding
+from keras_transformer.pipelines.export_handler import Decoding, ExportModelHandler, batch_seed
 from keras_transformer.pipelines.runner import pipeline_options
-from keras_transformer.pipelines.translate_corpus import read_translations, translate_corpus
+from keras_transformer.pipelines.translate_corpus import Line, read_translations, translate_corpus
 from keras_transformer.textfiles import TruncationWarning, read_lines
 
 TWO_WORKERS = ["--direct_running_mode=multi_processing", "--direct_num_workers=2"]
@@ -128,3 +128,31 @@ def test_bad_input_stops_before_any_work(small_export, inputs, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["utf16"]
     # Values of Beam's own options are not mistaken for stray words.
     assert pipeline_options(["--runner", "FnApiRunner", "--direct_num_workers=2"])
+
+
+def test_sampled_batches_are_reproducible_for_a_seed_and_their_lines(small_export):
+    """RunInference's sampling: a batch draws with a seed made of the run's
+    seed and its lines, so the same batch gives the same translations, the
+    same sentence in another line of a batch draws anew, and the draws are
+    the SavedModel's `sample` signature's with that seed."""
+    import tensorflow as tf
+
+    sentences = ["der Baum und das Haus", "Das Haus ist groß.", "klein", ""]
+    batch = [Line(0, number, text, 8) for number, text in enumerate(sentences * 4, start=1)]
+    handler = ExportModelHandler(small_export, decoding=Decoding(sampling_topk=0,
+                                                                 sampling_temperature=3.0, seed=4))
+    model = handler.load_model()
+    translate = lambda lines: [r.inference for r in handler.run_inference(lines, model)]  # noqa: E731
+    first = translate(batch)
+    assert translate(batch) == first
+    assert len(set(first[0::4])) > 1 and first[3::4] == [""] * 4  # each line its own draw
+    moved = [line._replace(number=line.number + 100) for line in batch]
+    assert translate(moved) != first
+    other = ExportModelHandler(small_export, decoding=Decoding(sampling_topk=0,
+                                                               sampling_temperature=3.0, seed=5))
+    assert [r.inference for r in other.run_inference(batch, model)] != first
+    outputs = model.signatures["sample"](
+        text=tf.constant([s.encode("utf-8") for s in sentences * 4]), top_k=tf.constant(0),
+        temperature=tf.constant(3.0), seed=tf.constant(batch_seed(4, batch)),
+        decode_margin=tf.constant(handler.decoding.decode_margin))
+    assert [t.decode("utf-8") for t in outputs["translations"].numpy()] == first
