@@ -227,6 +227,7 @@ def test_prepared_data_refuses_a_run_with_another_tokenizer_in_one_line(prepared
                               data.corpus(f"prepared:{shards}"), chief=True)
         assert "\n" not in str(error.value)
     # A new run takes the data's tokenizer.
+    os.makedirs(options.output_dir)
     tokenizer = prepare_tokenizer(options, data.corpus(f"prepared:{shards}"), chief=True)
     assert (data.tokenizer_checksum(data.tokenizer_files(data.load_tokenizer(options.output_dir)))
             == data.tokenizer_checksum(data.tokenizer_files(tokenizer)) == info["tokenizer"]["checksum"])
