@@ -67,7 +67,7 @@ def main():
     names = list(curves)
     print(f"\n{machine()}; small preset {' '.join(args.overrides)} on Ding, {args.steps} steps, "
           "validation loss (label-smoothed)\n")
-    print("| step | " + " | ".join(names) + " |\n|---" * (len(names) + 1) + "|")
+    print("| step | " + " | ".join(names) + " |\n" + "|---" * (len(names) + 1) + "|")
     for step in sorted(curves[names[0]]):
         print(f"| {step} | " + " | ".join(f"{curves[n].get(step, float('nan')):.4f}" for n in names)
               + " |")
