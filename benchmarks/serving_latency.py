@@ -51,7 +51,7 @@ def write_onnx(folder):
 
     import keras_transformer.models  # noqa: F401  (registers the model class)
     from keras_transformer.data import Tokenizer
-    from keras_transformer.export import onnx_beam_search, onnx_graphs, onnx_text
+    from keras_transformer.export import onnx_beam_search, onnx_graphs, onnx_int8, onnx_text
     from keras_transformer.export.exporter import onnx_config
     from keras_transformer.export.onnx_runner import CONFIG_FILE
 
@@ -62,7 +62,7 @@ def write_onnx(folder):
         json.dump(onnx_config(model), file)
     subgraphs = onnx_beam_search.subgraph_models(model)
     for weights, graphs in (("float32", subgraphs),
-                            ("int8", tuple(onnx_graphs.quantize(g) for g in subgraphs))):
+                            ("int8", tuple(onnx_int8.quantize(g) for g in subgraphs))):
         onnx.save(onnx_text.translate_model(model, tokenizer, graphs),
                   os.path.join(folder, f"translate_{weights}.onnx"))
 
