@@ -10,7 +10,8 @@ The output folder holds:
     logs/               TensorBoard event files and metrics.jsonl
     model.keras         the final weights
     averaged.keras      the mean of the last K checkpoints (the paper's
-                        checkpoint averaging), the model to decode with
+                        checkpoint averaging), or the final weights where
+                        those validate better: the model to decode with
 
 Run the same command again on the same folder to resume a stopped run.
 
@@ -303,10 +304,39 @@ def _train_from(options, strategy, chief, config, corpus, tokenizer, start, init
     if chief:
         with replace_path(os.path.join(options.output_dir, "model.keras")) as path:
             model.save(path)
-        summary["averaged_checkpoints"] = average_run(options.output_dir, last=keep, model=model)
+    # Every worker evaluates (the evaluation is collective); the chief saves.
+    summary["averaging"] = _average_if_better(options.output_dir, keep, model, trainer,
+                                              validation_batches, save=chief)
+    if chief:
         write_json(os.path.join(options.output_dir, "run.json"), summary)
         print(f"Saved model.keras and averaged.keras in {options.output_dir}.")
     return summary
+
+
+def _average_if_better(output_dir, last, model, trainer, validation_batches, save):
+    """Averages the last `last` checkpoints (the paper's checkpoint
+    averaging) and keeps the average as averaged.keras unless the final
+    weights have the lower validation perplexity; then averaged.keras holds
+    the final weights. A run stopped while it still
+    improves fast (a short time budget) has checkpoints far behind its end,
+    whose average is worse than the end. Returns what was compared and
+    kept."""
+    final_weights = model.get_weights()
+    final = trainer.evaluate(validation_batches)["perplexity"]
+    paths = checkpoint_paths(os.path.join(output_dir, "checkpoints"))[-last:]
+    average_checkpoints(model, paths)
+    averaged = trainer.evaluate(validation_batches)["perplexity"]
+    kept = "final weights" if final < averaged else "average"
+    if kept != "average":
+        model.set_weights(final_weights)
+    if save:
+        with replace_path(os.path.join(output_dir, "averaged.keras")) as path:
+            model.save(path)
+        print(f"Validation perplexity {averaged:.2f} for the average of {len(paths)} checkpoints "
+              f"({', '.join(os.path.basename(p) for p in paths)}), {final:.2f} for the final "
+              f"weights: averaged.keras holds the {kept}.")
+    return {"checkpoints": paths, "val_perplexity_averaged": averaged,
+            "val_perplexity_final": final, "kept": kept}
 
 
 def average_run(output_dir, last=None, model=None, output_file="averaged.keras"):
