@@ -225,8 +225,9 @@ format, more than the largest difference measured on the test models
 def _write_and_check_saved_models(serving, tokenizer, folder, inputs, float32_logits):
     """Writes saved_model_core/ (and saved_model/, for a tokenizer made of
     TensorFlow ops) decoding in `serving`'s precision, and checks:
-    - loaded back, every signature gives exactly what the same function
-      gives in this process before saving (what the files hold is complete);
+    - loaded back, each gives exactly what the same functions give in this
+      process before saving, text in (tokenizer, search, weights), ids in
+      and logits (what the files hold is complete);
     - their logits are the float32 model's within `LOGIT_TOLERANCE` of its
       precision (the functions compute this model).
     Equality with the `Translator`'s translations is measured
@@ -241,8 +242,11 @@ def _write_and_check_saved_models(serving, tokenizer, folder, inputs, float32_lo
                 "alpha": tf.constant(float(config.length_penalty)),
                 "decode_margin": tf.constant(config.decode_margin)}
     text = {"text": tf.constant(list(CHECK_SENTENCES))}
-    calls = {"encode": ids, "logits": ids | {"target_ids": tf.constant(inputs["target_ids"])},
-             "search_ids": ids | settings, "translate": text | settings, "serving_default": text}
+    # One call of each computation: text in (tokenizer, search, weights),
+    # ids in, logits. `translate` and `encode` are variants of these.
+    checks = {"saved_model": {"serving_default": text},
+              "saved_model_core": {"search_ids": ids | settings,
+                                   "logits": ids | {"target_ids": tf.constant(inputs["target_ids"])}}}
     report = {"paths": [], "precision": precision, "signatures": {}}
     # A tokenizer that is not TensorFlow ops (FSMT's Moses tokenization)
     # cannot go into a SavedModel: such models serve ids only.
@@ -251,18 +255,18 @@ def _write_and_check_saved_models(serving, tokenizer, folder, inputs, float32_lo
             continue
         module = saved_model.ServingModule(serving, module_tokenizer)
         loaded = tf.saved_model.load(module.save(os.path.join(folder, path))).signatures
-        names = saved_model.signature_names(text=module_tokenizer is not None)
-        for name in names:
-            served, expected = loaded[name](**calls[name]), getattr(module, name)(**calls[name])
+        for name, call in checks[path].items():
+            served, expected = loaded[name](**call), getattr(module, name)(**call)
             _require(all(np.array_equal(served[key].numpy(), expected[key].numpy())
                          for key in expected),
                      f"{path}'s {name} gives other outputs loaded than in this process")
+            if name == "serving_default":
+                report["translator_agreement"] = _agreement(
+                    [t.decode() for t in served["translations"].numpy()],
+                    _translations(serving, tokenizer))
         report["paths"].append(path)
-        report["signatures"][path] = names
-        if module_tokenizer is not None:
-            served = [t.decode() for t in loaded["serving_default"](**text)["translations"].numpy()]
-            report["translator_agreement"] = _agreement(served, _translations(serving, tokenizer))
-    logits = module.logits(**calls["logits"])["logits"].numpy()
+        report["signatures"][path] = saved_model.signature_names(text=module_tokenizer is not None)
+    logits = module.logits(**checks["saved_model_core"]["logits"])["logits"].numpy()
     difference = float(np.abs(logits - float32_logits).max() / np.abs(float32_logits).max())
     _require(difference <= LOGIT_TOLERANCE[precision],
              f"the SavedModels' logits are {difference:.3g} of the largest logit away from the "
