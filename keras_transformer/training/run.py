@@ -54,7 +54,12 @@ from keras_transformer.training.distribution import (
     make_strategy,
     set_precision,
 )
-from keras_transformer.training.schedule import fine_tuning_recipe, paper_optimizer
+from keras_transformer.training.schedule import (
+    LinearDecaySchedule,
+    fine_tuning_recipe,
+    learning_rate_schedule,
+    paper_optimizer,
+)
 from keras_transformer.training.trainer import Trainer
 
 
@@ -98,18 +103,37 @@ class RunOptions:
 
 class TimeBudget(keras.callbacks.Callback):
     """Stops training after `minutes` of it (the final checkpoint is still
-    written by `CheckpointCallback.on_train_end`)."""
+    written by `CheckpointCallback.on_train_end`).
 
-    def __init__(self, minutes):
+    With a `LinearDecaySchedule` it also places the schedule's end where
+    the time runs out: after the first `MEASURE_SECONDS` (tracing and the
+    input pipeline's start included) and then every `REESTIMATE_EVERY`
+    updates, it sets `total_steps` to the update the step rate measured so
+    far reaches at the deadline (at most `last_step`), so that the rate is
+    near zero when training stops, on a fast machine or a slow one."""
+
+    MEASURE_SECONDS = 60
+    REESTIMATE_EVERY = 25
+
+    def __init__(self, minutes, schedule=None, last_step=None):
         super().__init__()
         self.seconds = minutes * 60
+        self.schedule = schedule if isinstance(schedule, LinearDecaySchedule) else None
+        self.last_step = last_step
 
     def on_train_begin(self, logs=None):
-        self.started = time.monotonic()
+        self.started, self.updates = time.monotonic(), 0
 
     def on_train_batch_end(self, batch, logs=None):
-        if time.monotonic() - self.started >= self.seconds:
+        elapsed = time.monotonic() - self.started
+        self.updates += 1
+        if elapsed >= self.seconds:
             self.model.stop_training = True
+        elif (self.schedule is not None and elapsed >= self.MEASURE_SECONDS
+              and self.updates % self.REESTIMATE_EVERY == 0):
+            reached = logs["step"] + (self.seconds - elapsed) * self.updates / elapsed
+            end = min(reached, self.last_step or reached)
+            self.schedule.total_steps.assign(max(end, self.schedule.warmup_steps + 1.0))
 
 
 def resolve_config(options):
@@ -275,7 +299,8 @@ def _train_from(options, strategy, chief, config, corpus, tokenizer, start, init
         model = transformer(config, tokenizer.vocab_size, tokenizer.target_vocab_size)
         if initial_weights is not None:
             model.set_weights(initial_weights)
-        optimizer = paper_optimizer(config)
+        schedule = learning_rate_schedule(config, total_steps=steps)
+        optimizer = paper_optimizer(config, schedule)
     trainer = Trainer(model, optimizer, strategy, config.label_smoothing,
                       options.accumulation_steps, jit_compile=options.xla)
     keep = options.keep_checkpoints or config.average_checkpoints
@@ -283,7 +308,7 @@ def _train_from(options, strategy, chief, config, corpus, tokenizer, start, init
                                     every_steps=options.checkpoint_every_steps,
                                     every_minutes=options.checkpoint_every_minutes)]
     if options.time_budget_minutes:
-        callbacks.append(TimeBudget(options.time_budget_minutes))
+        callbacks.append(TimeBudget(options.time_budget_minutes, schedule, steps))
     print(f"Training {model.count_params() / 1e6:.1f}M parameters on {replicas} replica(s) "
           f"from step {start} to {steps}, {config.batch_tokens} tokens per update.")
     started = time.monotonic()
