@@ -34,6 +34,16 @@ def small_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def hf_models(tmp_path_factory):
+    """Small trained Hugging Face Marian and FSMT models, each written once
+    per session (tests/helpers/hf_models.py): read their folders, never
+    write into them."""
+    from helpers.hf_models import HuggingFaceModels
+
+    return HuggingFaceModels(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
 def small_export(small_run, tmp_path_factory):
     """`small_run` exported to every format by `export_run`."""
     from keras_transformer.export import export_run

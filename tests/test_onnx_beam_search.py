@@ -15,7 +15,6 @@ import onnx
 import pytest
 import tensorflow as tf
 
-from helpers.marian_model import write_marian_model
 from helpers.processes import TRANSLATE_ONNX_PROCESS
 from keras_transformer.data import Tokenizer
 from keras_transformer.export import OnnxTranslator, export_run, onnx_text, saved_model
@@ -93,9 +92,9 @@ INT8_BATCHES = ([[sentence] for sentence in INT8_SENTENCES] + [INT8_SENTENCES]
                 + [INT8_SENTENCES[::-1], INT8_SENTENCES[:2], INT8_SENTENCES[2:5], INT8_SENTENCES[5:]])
 
 
-def test_an_imported_marian_model_exports_translate_onnx_in_float32_and_int8(tmp_path):
-    write_marian_model(tmp_path / "hf", language_codes=True)
-    model, tokenizer = from_preset(str(tmp_path / "hf"))
+def test_an_imported_marian_model_exports_translate_onnx_in_float32_and_int8(hf_models, tmp_path):
+    folder, _, _ = hf_models.marian(language_codes=True)
+    model, tokenizer = from_preset(str(folder))
     save_run(model, tokenizer, str(tmp_path / "run"))
     report = export_run(str(tmp_path / "run"), str(tmp_path / "export"), formats=["onnx"],
                         quantization="int8")
