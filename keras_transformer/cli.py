@@ -16,6 +16,8 @@ import sys
 import warnings
 
 INTERRUPTED = "nothing was written; earlier output is unchanged"
+# The note of the commands that checkpoint as they go (train, demo).
+RESUMABLE = "run the same command again to resume from the last checkpoint"
 
 # The name `run` was given, for the length of that run (see `program`).
 _program = None
@@ -84,6 +86,20 @@ def run(main, interrupted=INTERRUPTED, name=None):
         sys.exit(1)
     finally:
         _program = None
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """`--help` that gives each option's default after what it does, where
+    the option has one and its help does not already say it (argparse's
+    ArgumentDefaultsHelpFormatter also prints `(default: None)` and repeats
+    the defaults a help text spells out)."""
+
+    def _get_help_string(self, action):
+        help = action.help or ""
+        if (action.default in (None, False, argparse.SUPPRESS) or "default" in help
+                or not action.option_strings):
+            return help
+        return f"{help} (default: %(default)s)".lstrip()
 
 
 def _number(kind, lowest, text, inclusive):

@@ -2,6 +2,10 @@
 help lists, and how it runs a command module (the name in its messages,
 errors, exit statuses), with a test module in the command table."""
 
+import importlib
+import importlib.util
+import os
+import re
 import warnings
 
 import pytest
@@ -9,10 +13,18 @@ import pytest
 import keras_transformer
 from keras_transformer import cli
 from keras_transformer.commands import COMMANDS, LATER, installed, main
+from helpers.processes import ROOT
 
 PLANNED = ["train", "translate", "evaluate", "export", "import", "average", "visualize", "demo",
            "reverse-task", "prepare-data", "translate-corpus"]
 ECHO = {"echo": ("helpers.echo_command", "prints its words")}
+THIS_VERSION = [name for name, (module, _) in COMMANDS.items() if installed(module)]
+# The script of each command, and the command module holding its work.
+SCRIPTS = {"examples/train.py": "train", "examples/translate.py": "translate",
+           "examples/evaluate.py": "evaluate", "export/export_model.py": "export",
+           "examples/import_pretrained.py": "import", "examples/average_checkpoints.py": "average",
+           "examples/visualize_attention.py": "visualize", "examples/demo.py": "demo",
+           "examples/reverse_task.py": "reverse-task"}
 
 
 @pytest.fixture(autouse=True)
@@ -101,3 +113,57 @@ def test_a_command_speaks_as_keras_transformer_command(capsys):
                                        "short"])
     # Outside a run, messages carry the script's name again.
     assert cli.program() != "keras-transformer echo"
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_each_script_runs_its_command_s_main(script):
+    """The scripts are thin: their `main` (and note after Ctrl-C) is the
+    command's, so both have the same options, messages and statuses."""
+    spec = importlib.util.spec_from_file_location("script", os.path.join(ROOT, script))
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    command = importlib.import_module(COMMANDS[SCRIPTS[script]][0])
+    assert loaded.main is command.main
+    assert getattr(loaded, "INTERRUPTED", cli.INTERRUPTED) == getattr(
+        command, "INTERRUPTED", cli.INTERRUPTED)
+
+
+def test_every_command_of_this_version_is_installed_with_its_script():
+    assert sorted(SCRIPTS.values()) == sorted(THIS_VERSION)
+
+
+@pytest.mark.parametrize("command", THIS_VERSION)
+def test_each_command_s_help_is_under_its_installed_name(capsys, command):
+    status, out, _ = run(capsys, command, "--help")
+    assert status == 0
+    assert out.startswith(f"usage: keras-transformer {command} [-h]")
+
+
+def test_translate_help_says_what_each_option_does_and_its_default(capsys):
+    _, out, _ = run(capsys, "translate", "--help")
+    options = out[out.index("\noptions:\n"):]
+    # One entry an option: "--name METAVAR  help", continued on indented lines.
+    entries = re.split(r"\n  (?=-)", " ".join(options.split("\n  " + " " * 20)))[1:]
+    described = {entry.split()[0].rstrip(","): " ".join(entry.split()) for entry in entries}
+    assert {"--input", "--output", "--beam-size", "--alpha", "--batch-size", "--n-best",
+            "--overlong", "--precision"} <= set(described)
+    for option, text in described.items():
+        if option in ("-h", "--overwrite"):  # flags: off unless given
+            continue
+        help = text.split(None, 2)[2]  # after the option and its value's name
+        assert not help.startswith("(default") and re.search(r"\(?default: \S", help), text
+    assert "--batch-size BATCH_SIZE sentences translated together (default: 64)" in (
+        described["--batch-size"])
+    assert "(default: truncate)" in described["--overlong"]
+
+
+def test_a_command_s_errors_name_it(capsys, tmp_path):
+    missing = tmp_path / "nothing.txt"
+    status, out, err = run(capsys, "translate", str(tmp_path), "--input", str(missing))
+    assert (status, out) == (1, "")
+    assert len(err) == 1 and err[0].startswith("keras-transformer translate: error: ")
+    assert str(missing) in err[0]
+    status, _, err = run(capsys, "translate", str(tmp_path), "--beam-size", "0")
+    assert status == 2
+    assert err[-1] == ("keras-transformer translate: error: argument --beam-size: must be >= 1, "
+                       "got 0")

@@ -4,19 +4,20 @@
     keras-transformer --help               # the commands, and which this version has
     keras-transformer translate --help     # a command's options and their defaults
 
-Each command is one module of this package (`COMMANDS` names it) with two
-functions: `parser(prog)` returns its `argparse.ArgumentParser`, and
-`main(args)` does the work with the parsed arguments. A module may also set
-`INTERRUPTED`, the note printed after Ctrl-C (see `cli.run`). Only the
-chosen command's module is imported, and it imports TensorFlow inside
-`main`, so that `--help` and bad options answer at once.
+Each command is one module of this package, named in `COMMANDS`, with a
+`main()` that parses the command line (`sys.argv[1:]`) and does the work:
+the same function the scripts in `examples/` and `export/` call, so a
+script and its command have the same options, messages and exit statuses.
+A module may also set `INTERRUPTED`, the note printed after Ctrl-C (see
+`cli.run`). Only the chosen command's module is imported; most import
+TensorFlow inside `main`, so that `--help` and bad options answer at once.
+A new command is one module and one line of `COMMANDS`.
 
 The commands run under `cli.run` with the name `keras-transformer COMMAND`:
 a mistake of the user's ends with one line, `keras-transformer translate:
 error: ...`, and status 1 (argparse's usage errors: 2), Ctrl-C with status
-130. The scripts in `examples/` and `export/` do the same work; a command
-whose module is not in this version yet is listed by `--help` as such and
-refused with one line.
+130. A command whose module is not in this version yet is listed by
+`--help` as such and refused with one line.
 """
 
 import argparse
@@ -91,6 +92,11 @@ def main(argv=None, commands=COMMANDS):
         parser.exit(1, f"{prog}: error: not in this version ({__version__}) yet; run its script "
                        "from examples/ or export/ of a source checkout\n")
     module = importlib.import_module(module_name)
-    args = module.parser(prog).parse_args(chosen.arguments)
-    cli.run(lambda: module.main(args), getattr(module, "INTERRUPTED", cli.INTERRUPTED), name=prog)
-
+    # The command's main() reads its options from the command line, and
+    # argparse names the program after sys.argv[0].
+    command_line = sys.argv
+    sys.argv = [prog, *chosen.arguments]
+    try:
+        cli.run(module.main, getattr(module, "INTERRUPTED", cli.INTERRUPTED), name=prog)
+    finally:
+        sys.argv = command_line

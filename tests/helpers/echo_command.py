@@ -1,6 +1,6 @@
 """A command module in the shape `keras_transformer.commands` runs (a
-`parser(prog)` and a `main(args)`), for the tests of that runner: it prints
-its words, or warns or fails as asked."""
+`main()` that parses the command line), for the tests of that runner: it
+prints its words, or warns or fails as asked."""
 
 import argparse
 
@@ -9,15 +9,12 @@ from keras_transformer import cli
 INTERRUPTED = "the echo was cut short"
 
 
-def parser(prog):
-    p = argparse.ArgumentParser(prog=prog, description="Prints its words.")
+def main():
+    p = argparse.ArgumentParser(description="Prints its words.")
     p.add_argument("words", nargs="*")
     p.add_argument("--times", type=cli.positive_int, default=1)
     p.add_argument("--fail", choices=("value", "interrupt", "warn"))
-    return p
-
-
-def main(args):
+    args = p.parse_args()
     if args.fail == "value":
         raise ValueError("the words\n  were wrong")
     if args.fail == "interrupt":
