@@ -1,19 +1,22 @@
 """The wheel and sdist a release publishes, built as `python -m build`
 builds them (the wheel from the sdist; offline, without an isolated build
 environment): twine accepts them, the wheel holds every module of the
-package, its metadata and the installed command and nothing else, and the
-command runs from it. The version is written once."""
+package, its metadata and the installed command and nothing else, and its
+command, installed into a fresh environment, translates. The version is
+written once."""
 
 import configparser
 import os
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import zipfile
 
 import pytest
 
 import keras_transformer
+from helpers import processes
 from helpers.processes import ROOT
 
 VERSION = keras_transformer.__version__
@@ -81,22 +84,52 @@ def test_sdist_holds_what_builds_documents_and_tests_the_package(dist):
     assert not [name for name in names if name.endswith(".pyc")]
 
 
-def test_the_command_runs_from_the_wheel(dist, tmp_path):
-    """Installed without its dependencies (they are this environment's),
-    the wheel's `keras-transformer` starts the wheel's own package."""
+def test_the_wheel_s_command_translates_as_the_script_does(dist, small_run, tmp_path):
+    """The wheel installed into a fresh virtual environment (its
+    dependencies are this environment's, on its path, so nothing is
+    downloaded): `keras-transformer translate` runs the wheel's own package
+    and writes what `examples/translate.py` of the checkout writes."""
     _, wheel = dist
-    target = tmp_path / "installed"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-                    "--target", str(target), str(wheel)], check=True)
-    env = dict(os.environ, PYTHONPATH=str(target))
-    command = target / "bin" / "keras-transformer"
+    fresh = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(fresh)], check=True)
+    python = fresh / "bin" / "python"
+    site_packages = subprocess.run(
+        [str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    # A path line adds this environment's packages after the fresh ones; it
+    # does not run their .pth files, so the checkout's editable install is
+    # not seen.
+    with open(os.path.join(site_packages, "dependencies.pth"), "w") as pth:
+        pth.write(sysconfig.get_path("purelib") + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
+                    "--no-deps", "--no-index", str(wheel)], check=True)
+
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    where = subprocess.run([str(python), "-c", "import keras_transformer as k; print(k.__file__)"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert where.stdout.startswith(site_packages), where.stdout + where.stderr
+    command = fresh / "bin" / "keras-transformer"
     version = subprocess.run([str(command), "--version"], capture_output=True, text=True, env=env,
                              cwd=tmp_path)
     assert (version.returncode, version.stdout) == (0, f"keras-transformer {VERSION}\n")
-    where = subprocess.run([sys.executable, "-c", "import keras_transformer.commands as c; "
-                            "print(c.__file__)"], capture_output=True, text=True, env=env,
-                           cwd=tmp_path)
-    assert where.stdout.startswith(str(target)), where.stdout + where.stderr
+
+    source = tmp_path / "de.txt"
+    source.write_text("Das Haus ist groß.\n\nder Baum und das Haus\nHier war ein Haus nicht "
+                      "klein.\n")
+    installed = subprocess.run([str(command), "translate", str(small_run), "--input", str(source),
+                                "--output", str(tmp_path / "installed.txt")],
+                               capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    script = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "translate.py"),
+                             str(small_run), "--input", str(source), "--output",
+                             str(tmp_path / "script.txt")],
+                            capture_output=True, text=True, env=processes.environment())
+    assert script.returncode == 0, script.stderr[-3000:]
+    translations = (tmp_path / "installed.txt").read_text()
+    assert translations == (tmp_path / "script.txt").read_text()
+    lines = translations.splitlines()
+    assert len(lines) == 4 and lines[1] == "" and any(lines)
 
 
 def test_the_version_is_written_once_and_in_the_changelog():
