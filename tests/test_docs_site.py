@@ -7,6 +7,7 @@ import functools
 import html.parser
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from helpers.processes import ROOT
 
 PACKAGES = ["layers", "models", "training", "data", "decoding", "export", "pretrained"]
 GUIDE = ["Layers", "The model and presets", "Training", "Translating and evaluating",
-         "Export and serving", "Pretrained models", "Benchmarks", "Bad input"]
+         "Export and serving", "Pretrained models", "Benchmarks", "Bad input", "Development"]
 API = [f"keras_transformer.{name}" for name in PACKAGES[:5] + ["evaluation"] + PACKAGES[5:]]
 
 # Debian's chromium, as root and offline: no sandbox (root), and nothing
@@ -41,11 +42,32 @@ def site(tmp_path_factory):
     return output
 
 
+def test_readme_is_short_and_links_to_the_site_s_pages():
+    """The README keeps the overview and the commands and links to the
+    guide; every page it links to (and anchor, where given) exists."""
+    with open(os.path.join(ROOT, "README.md")) as readme:
+        text = readme.read()
+    assert len(text.splitlines()) < 300
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#([^)]+))?\)", text)
+    pages = {page for page, _ in links}
+    with open(os.path.join(ROOT, "mkdocs.yml")) as config:
+        nav = config.read()
+    for name in ["Home", *GUIDE]:
+        page = re.search(rf"- {name}: (\S+)", nav).group(1)
+        assert f"docs/{page}" in pages, f"README.md does not link to {name} (docs/{page})"
+    for page, anchor in links:
+        with open(os.path.join(ROOT, page)) as linked:
+            headings = [line.lstrip("#").strip() for line in linked if line.startswith("#")]
+        if anchor:  # Markdown's anchors: lower case, spaces as hyphens
+            assert anchor in [re.sub(r"[^\w -]", "", h).lower().replace(" ", "-")
+                              for h in headings], (page, anchor)
+
+
 def test_site_builds_strictly_with_every_page_and_image(site):
     for page in ["index.html", "changelog/index.html", "404.html",
                  *(f"api/{name.split('.')[1]}/index.html" for name in API)]:
         assert (site / page).is_file(), page
-    # The README shows these pictures from docs/; the site serves them too.
+    # The pages show these pictures from docs/; the site serves them.
     for picture in ["demo_training_curves.png", "demo_attention_layer2.png"]:
         assert (site / picture).read_bytes() == open(os.path.join(ROOT, "docs", picture),
                                                      "rb").read()

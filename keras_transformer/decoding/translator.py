@@ -86,8 +86,8 @@ class Translator:
         overlong: "truncate" (default) or "error", for sentences longer than
             the model accepts.
         precision: None to decode with the model as it is, or "float32",
-            "bfloat16" (faster on CPUs with AVX-512 BF16 or AMX; the README
-            gives its speed and BLEU against float32) or "float16" (GPUs):
+            "bfloat16" (faster on CPUs with AVX-512 BF16 or AMX; the Benchmarks
+            page of the guide gives its speed and BLEU) or "float16" (GPUs):
             the search runs on a copy of the model in that precision (see
             `models.in_precision`).
 
