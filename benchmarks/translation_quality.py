@@ -14,7 +14,7 @@ int8, each compared with the float32 result of the same runtime.
 Sentences: the first `--limit` whole sentences (4+ words ending in . ? or !)
 of the run's test split, the demo's "test, whole sentences" row; beam 4
 and alpha 0.6 (the model's defaults). CTranslate2 ranks finished
-hypotheses by its own length penalty; see the README.
+hypotheses by its own length penalty; see docs/export.md (CTranslate2).
 """
 
 import argparse

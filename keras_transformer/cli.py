@@ -1,8 +1,9 @@
-"""What every command (`examples/*.py`, `export/export_model.py`) does with
-bad input: a one-line error and exit status 1 (argparse's usage errors: 2),
-warnings as one line each on standard error, and on Ctrl-C a one-line note
-and exit status 130. Plain Python: a command can check its arguments and
-files before it imports TensorFlow.
+"""What every command (`examples/*.py`, `export/export_model.py`, the
+installed `keras-transformer`) does with bad input: a one-line error and
+exit status 1 (argparse's usage errors: 2), warnings as one line each on
+standard error, and on Ctrl-C a one-line note and exit status 130. Plain
+Python: a command can check its arguments and files before it imports
+TensorFlow.
 
     if __name__ == "__main__":
         cli.run(main)
@@ -15,10 +16,18 @@ import sys
 import warnings
 
 INTERRUPTED = "nothing was written; earlier output is unchanged"
+# The note of the commands that checkpoint as they go (train, demo).
+RESUMABLE = "run the same command again to resume from the last checkpoint"
+
+# The name `run` was given, for the length of that run (see `program`).
+_program = None
 
 
 def program():
-    return os.path.basename(sys.argv[0]) or "keras_transformer"
+    """The name every error, warning and note starts with: the one given to
+    `run` (`keras-transformer translate` under the installed command), else
+    the script's file name (`translate.py`)."""
+    return _program or os.path.basename(sys.argv[0]) or "keras_transformer"
 
 
 def one_line(error):
@@ -50,16 +59,19 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     warn(message)
 
 
-def run(main, interrupted=INTERRUPTED):
+def run(main, interrupted=INTERRUPTED, name=None):
     """Calls `main()` with the package's rules for errors and interruption.
 
     ValueError, OSError (missing files, FileExistsError, ...) and ImportError
     are the errors bad input raises in this package; they end the command
     with `PROGRAM: error: MESSAGE` on one line. Ctrl-C ends it with
     `PROGRAM: interrupted; <interrupted>` and status 130. Python warnings
-    print as `PROGRAM: warning: MESSAGE`.
+    print as `PROGRAM: warning: MESSAGE`. PROGRAM is `name` when given (a
+    subcommand of the installed command), else the script's file name.
     """
+    global _program
     warnings.showwarning = _show_warning
+    _program = name
     try:
         main()
     except KeyboardInterrupt:
@@ -72,6 +84,22 @@ def run(main, interrupted=INTERRUPTED):
     except (ValueError, OSError, ImportError) as error:
         print(f"{program()}: error: {one_line(error)}", file=sys.stderr, flush=True)
         sys.exit(1)
+    finally:
+        _program = None
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """`--help` that gives each option's default after what it does, where
+    the option has one and its help does not already say it (argparse's
+    ArgumentDefaultsHelpFormatter also prints `(default: None)` and repeats
+    the defaults a help text spells out)."""
+
+    def _get_help_string(self, action):
+        help = action.help or ""
+        if (action.default in (None, False, argparse.SUPPRESS) or "default" in help
+                or not action.option_strings):
+            return help
+        return f"{help} (default: %(default)s)".lstrip()
 
 
 def _number(kind, lowest, text, inclusive):

@@ -97,7 +97,9 @@ def evaluate_pairs(translator, pairs, limit=None, only_sentences=False, progress
 
     Args:
         translator: a `Translator`.
-        pairs, limit, only_sentences: see `select_pairs`.
+        pairs: see `select_pairs`.
+        limit: see `select_pairs`.
+        only_sentences: see `select_pairs`.
 
     Returns:
         `(Scores, rows)`, rows being `(source, reference, hypothesis)`.
@@ -115,7 +117,8 @@ class BleuValidator:
 
     Args:
         tokenizer: the run's tokenizer (see `keras_transformer.data.load_tokenizer`).
-        sources, references: lists of strings.
+        sources: a list of strings.
+        references: a list of strings, one per source.
         beam_size: 1 (greedy) keeps validation fast; the paper's final
             scores use 4.
     """

@@ -81,7 +81,8 @@ def corpus(name, source_language=None, target_language=None, data_dir=None,
               `test.tsv` (source TAB target, a pair a line), or
               `train.<source_language>` and `train.<target_language>` (and the
               same for validation and test), a sentence a line.
-        source_language, target_language: language codes.
+        source_language: the source side's language code.
+        target_language: the target side's language code.
         data_dir: where TFDS keeps prepared datasets.
         ding_path: the Ding dictionary file.
 

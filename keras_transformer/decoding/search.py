@@ -147,7 +147,8 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
         source_ids: int32 `(batch, source_length)`, padded with the pad id, each source
             ending with the end token.
         alpha: length penalty of the reported scores (default: the model's).
-        decode_margin, max_output_length: see `output_limits`.
+        decode_margin: see `output_limits`.
+        max_output_length: see `output_limits`.
         use_cache: decode incrementally with the key/value cache.
         static_cache: keep fixed-shape caches (needed under XLA; see the
             module docstring).
@@ -194,7 +195,8 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
             ending with the end token.
         beam_size: K (default: the model config's, 4 in the paper).
         alpha: length penalty (default: the model config's, 0.6).
-        decode_margin, max_output_length: see `output_limits`.
+        decode_margin: see `output_limits`.
+        max_output_length: see `output_limits`.
         use_cache: decode incrementally with the key/value cache.
         static_cache: keep fixed-shape caches (needed under XLA; see the
             module docstring).

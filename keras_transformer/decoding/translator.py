@@ -51,7 +51,10 @@ def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use
 
     Args:
         texts: string `(batch,)`.
-        beam_size, alpha, decode_margin: scalars (tensors allowed).
+        beam_size: hypotheses kept per sentence; a scalar (tensors allowed).
+        alpha: the length penalty; a scalar (tensors allowed).
+        decode_margin: output up to the input length plus this many tokens;
+            a scalar (tensors allowed).
 
     Returns:
         `(translations, scores)`: string `(batch, beam_size)` and float32
@@ -74,14 +77,17 @@ class Translator:
     Args:
         model: a `Transformer`.
         tokenizer: its tokenizer (a `Tokenizer`, or an imported model's).
-        beam_size, alpha, decode_margin: default to the model config's
-            (the paper's 4, 0.6 and 50). `beam_size=1` is greedy search.
+        beam_size: default: the model config's (the paper's 4); 1 is greedy
+            search.
+        alpha: the length penalty; default: the model config's (0.6).
+        decode_margin: output up to the input length plus this many tokens;
+            default: the model config's (50).
         batch_size: sentences per search; sentences are grouped by length.
         overlong: "truncate" (default) or "error", for sentences longer than
             the model accepts.
         precision: None to decode with the model as it is, or "float32",
-            "bfloat16" (faster on CPUs with AVX-512 BF16 or AMX; the README
-            gives its speed and BLEU against float32) or "float16" (GPUs):
+            "bfloat16" (faster on CPUs with AVX-512 BF16 or AMX; the Benchmarks
+            page of the guide gives its speed and BLEU) or "float16" (GPUs):
             the search runs on a copy of the model in that precision (see
             `models.in_precision`).
 

@@ -15,8 +15,8 @@ Two of its choices are changed:
   fixed zero point of 128 (symmetric). Written here because onnxruntime has
   no per-row dynamic quantization: `MatMulInteger` accepts only a scalar
   activation zero point, and `MatMulNBits`' int8 compute (also per row, in
-  blocks) measured slower than this on the benchmark CPU (README,
-  Benchmarks).
+  blocks) measured slower than this on the benchmark CPU (docs/benchmarks.md,
+  Serving).
 - **7-bit weights** (`reduce_range`, onnxruntime's option for this): the
   u8 x s8 instruction of CPUs without VNNI (AVX2's `vpmaddubsw`) saturates
   16-bit sums of two products, which 255 x 127 x 2 exceeds, so 8-bit
