@@ -28,15 +28,16 @@ def small_run(tmp_path_factory):
     """A run folder (tests/helpers/small_run.py) shared by the tests that only
     read it: copy it before changing anything in it. Create tokenizers and
     translators on it inside each test (see `Tokenizer` on seeding)."""
+    from helpers.shared import built_once
     from helpers.small_run import write_small_run
 
-    return write_small_run(tmp_path_factory.mktemp("small_run"))
+    return built_once(tmp_path_factory, "small_run", write_small_run)
 
 
 @pytest.fixture(scope="session")
 def hf_models(tmp_path_factory):
     """Small trained Hugging Face Marian and FSMT models, each written once
-    per session (tests/helpers/hf_models.py): read their folders, never
+    per test run (tests/helpers/hf_models.py): read their folders, never
     write into them."""
     from helpers.hf_models import HuggingFaceModels
 
@@ -46,9 +47,11 @@ def hf_models(tmp_path_factory):
 @pytest.fixture(scope="session")
 def small_export(small_run, tmp_path_factory):
     """`small_run` exported to every format by `export_run`."""
+    from helpers.shared import built_once
     from keras_transformer.export import export_run
 
-    output = tmp_path_factory.mktemp("small_export") / "export"
-    report = export_run(str(small_run), str(output))
-    assert set(report["formats"]) == {"keras", "saved_model", "onnx"}
-    return output
+    def export(folder):
+        report = export_run(str(small_run), str(folder / "export"))
+        assert set(report["formats"]) == {"keras", "saved_model", "onnx"}
+
+    return built_once(tmp_path_factory, "small_export", export) / "export"
