@@ -71,6 +71,69 @@ def test_cached_decoding_gives_exactly_the_uncached_result(reverse_model, search
         np.testing.assert_allclose(cached.scores, uncached.scores, rtol=1e-4)
 
 
+def _mixed_sources():
+    """Sources of very different lengths (1 to 8 tokens), in no order."""
+    rng = np.random.default_rng(9)
+    rows = [list(rng.integers(4, VOCAB, n)) + [EOS_ID] for n in (1, 8, 3, 6, 4, 7, 5, 2)]
+    return keras.utils.pad_sequences(rows, padding="post").astype("int32")
+
+
+@pytest.mark.parametrize("beam_size,alpha,use_cache", [
+    (1, 0.6, True), (4, 0.6, True), (4, 0.0, True), (1, 0.0, False), (4, 0.6, False)])
+def test_dropping_finished_sentences_changes_no_result(reverse_model, beam_size, alpha,
+                                                       use_cache):
+    sources = tf.constant(_mixed_sources())
+    # Outputs of at most 6 tokens: the longer sources hit that limit, the
+    # shorter ones end on their own before it.
+    options = dict(alpha=alpha, max_output_length=6, use_cache=use_cache)
+    if beam_size > 1:
+        options["beam_size"] = beam_size
+    search = greedy_search if beam_size == 1 else beam_search
+    def run(sources, drop):
+        result = search(reverse_model, sources, drop_finished=drop, **options)
+        return result.tokens, result.scores, result.log_probs
+
+    run = tf.function(run)
+    kept, dropped = run(sources, False), run(sources, True)
+    np.testing.assert_array_equal(dropped[0], kept[0])  # tokens
+    np.testing.assert_allclose(dropped[1], kept[1], rtol=1e-5)  # scores
+    np.testing.assert_allclose(dropped[2], kept[2], rtol=1e-5)  # log-probabilities
+    lengths = np.count_nonzero(kept[0].numpy(), axis=2)
+    assert lengths.shape[1] == beam_size  # n-best lists, compared whole
+    assert (lengths[:, 0] == 6).any() and (lengths[:, 0] < 6).any() and len(set(lengths[:, 0])) > 2
+
+
+def test_finished_sentences_leave_the_batch(reverse_model):
+    """Each step decodes only the unfinished sentences: with greedy search a
+    sentence is decoded once per output token (so the rows decoded add up
+    to the output lengths); with beam search, K rows per sentence until it
+    is done, fewer in all than when every sentence waits for the last."""
+    sources = _mixed_sources()
+    decoded = []
+    step = reverse_model.decode_step_growing
+
+    def counting(target_ids, cache):
+        decoded.append(int(target_ids.shape[0]))
+        return step(target_ids, cache)
+
+    reverse_model.decode_step_growing = counting
+    try:
+        tokens = greedy_search(reverse_model, sources, max_output_length=6).tokens.numpy()
+        assert sum(decoded) == np.count_nonzero(tokens) < len(sources) * max(decoded)
+        assert decoded == sorted(decoded, reverse=True)
+        decoded.clear()
+        beam_search(reverse_model, sources, beam_size=4, max_output_length=6)
+        dropping = decoded.copy()
+        decoded.clear()
+        beam_search(reverse_model, sources, beam_size=4, max_output_length=6, drop_finished=False)
+        assert sum(dropping) < sum(decoded) == len(sources) * 4 * len(decoded)
+        assert all(rows % 4 == 0 for rows in dropping) and dropping[-1] < dropping[0]
+    finally:
+        del reverse_model.decode_step_growing
+    with pytest.raises(ValueError, match="drop_finished=True changes the batch size"):
+        beam_search(reverse_model, sources, static_cache=True, drop_finished=True)
+
+
 def test_trained_model_reverses_with_beam_search(reverse_model):
     sources = _sources(seed=11, count=20)
     tokens = beam_search(reverse_model, sources, beam_size=4).tokens.numpy()[:, 0]
