@@ -215,24 +215,28 @@ class Translator:
         limit = max_source_tokens(self.model)
         return [i for i, n in enumerate(self.source_lengths(sentences)) if n > limit]
 
-    def translate(self, sentences, n_best=None, progress=False):
-        """Translates a list of sentences (str or bytes), one result each.
+    def translate(self, sentences, n_best=None, progress=False, on_batch=None, on_overlong=None):
+        """Translates a list of sentences (str or bytes), one result each,
+        sorting and batching the whole list together.
 
         Args:
             sentences: a list of strings.
             n_best: None for one string per sentence; an integer for lists of
                 up to `min(n_best, beam_size)` `(translation, score)` pairs.
-            progress: show a progress bar.
+            progress: show a progress bar (Keras').
+            on_batch, on_overlong: see `translate_stream`.
 
         Warns:
-            TruncationWarning: naming the sentences cut to the model's length.
+            TruncationWarning: naming the sentences cut to the model's length
+                (unless `on_overlong` is given).
         """
         sentences = list(sentences)
-        bar = keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None
-        on_batch = (lambda count, tokens: bar.add(count)) if bar is not None else None
-        # One window: the whole list is sorted and batched together.
+        if progress:
+            bar = keras.utils.Progbar(len(sentences), unit_name="sentence")
+            on_batch = lambda count, tokens, report=on_batch: (  # noqa: E731
+                bar.add(count), report and report(count, tokens))
         return list(self.translate_stream(sentences, n_best=n_best, window=max(len(sentences), 1),
-                                          on_batch=on_batch))
+                                          on_batch=on_batch, on_overlong=on_overlong))
 
     def translate_stream(self, sentences, n_best=None, window=DEFAULT_WINDOW, on_batch=None,
                          on_overlong=None):
