@@ -10,6 +10,7 @@ import tensorflow as tf
 from helpers.tasks import VOCAB, reverse_dataset
 from keras_transformer.data import EOS_ID, Tokenizer, token_batches, train_tokenizer
 from keras_transformer.decoding import Translator, beam_search, greedy_search, length_penalty
+from keras_transformer.decoding.translator import encode_sources, token_batches
 from keras_transformer.models import BASE, transformer
 from keras_transformer.textfiles import TruncationWarning
 from keras_transformer.training import Trainer, make_strategy, paper_optimizer
@@ -231,6 +232,41 @@ def test_batch_translation_equals_one_by_one(translator):
     n_best = translator.translate(SENTENCES[:2], n_best=3)
     assert [len(h) for h in n_best] == [3, 3] and n_best[0][0][0] == together[0]
     assert all(a[1] >= b[1] for hyps in n_best for a, b in zip(hyps, hyps[1:]))
+
+
+def test_token_batches_fill_the_budget_longest_first():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 40, 200)
+    batches = token_batches(lengths, batch_tokens=100, batch_size=7)
+    assert sorted(np.concatenate(batches)) == list(range(200))  # every sentence once
+    longest = [lengths[rows].max() for rows in batches]
+    assert longest == sorted(longest, reverse=True)
+    for rows in batches:
+        padded = len(rows) * lengths[rows].max()
+        assert len(rows) <= 7 and (padded <= 100 or len(rows) == 1)
+    # Full batches: one more sentence would break the budget or the cap.
+    for rows, after in zip(batches, batches[1:]):
+        assert len(rows) == 7 or (len(rows) + 1) * lengths[rows].max() > 100
+    assert [list(b) for b in token_batches([50, 300, 20], 100)] == [[1], [0, 2]]
+
+
+@pytest.mark.filterwarnings("ignore::keras_transformer.textfiles.TruncationWarning")
+def test_streams_and_batches_of_any_shape_keep_the_input_order_and_trace_once(translator):
+    sentences = SENTENCES * 3 + [""]
+    expected = translator.translate(sentences)
+    small = Translator(translator.model, translator.tokenizer, beam_size=3, batch_tokens=12,
+                       in_flight=2)
+    streamed = list(small.translate_stream(iter(sentences), window=5))
+    assert streamed == expected
+    # Batches of 1 to 3 sentences of 2 to 16 tokens: one trace for all.
+    assert small._translate.experimental_get_tracing_count() == 1
+    counted = []
+    small.translate(sentences, on_batch=lambda count, tokens: counted.append((count, tokens)))
+    assert sum(c for c, _ in counted) == len(sentences) and len(counted) > 5
+    # The tokens of the best translations, each with its end token.
+    source_ids, _ = encode_sources(translator.tokenizer, tf.constant(sentences), 15)
+    tokens = beam_search(translator.model, source_ids, beam_size=3).tokens.numpy()[:, 0]
+    assert sum(t for _, t in counted) == np.count_nonzero(tokens)
 
 
 def test_empty_and_blank_inputs_translate_to_empty_strings(translator):

@@ -111,6 +111,8 @@ class _Decoder:
         # At its length limit a hypothesis may only end.
         self.not_end = tf.range(model.target_vocab_size) != config.eos_id
         encoder_output = model.encode(source_ids, training=False)
+        # Transposed once here, not at every step.
+        self.output_weights = model.output_weights()
         if use_cache:
             self.state = model.initial_cache(encoder_output, source_ids,
                                              None if self.grow_cache else length, copies)
@@ -129,9 +131,10 @@ class _Decoder:
             # path (see `SharedEmbedding`).
             step_ids = tokens[:, step][:, None]
             if self.grow_cache:
-                logits, state = self.model.decode_step_growing(step_ids, state)
+                logits, state = self.model.decode_step_growing(step_ids, state,
+                                                               self.output_weights)
             else:
-                logits, state = self.model.decode_step(step_ids, step, state)
+                logits, state = self.model.decode_step(step_ids, step, state, self.output_weights)
         else:
             # Every hypothesis of a sentence reads the same encoder output.
             repeat = lambda t: tf.repeat(t, self.copies, axis=0)  # noqa: E731
@@ -410,17 +413,18 @@ def _free_shapes(loop_vars):
     return tf.nest.map_structure(relax, loop_vars)
 
 
-def _top_k(values, k, block=512):
+def _top_k(values, k, block=64):
     """`tf.math.top_k(values, k)` over the last axis of `(rows, n)`, the
     same values and indices, ties included (the lower index first).
 
     Written here because TensorFlow's top-k kernel is slow for a small k
-    over a large n: for 64 rows of 37,000 log-probabilities and k = 8 it
-    took 6.3 ms on this project's CPU, this 2.0 ms. The k largest values
-    lie in the k blocks of `block` values with the largest maxima (a value
-    in any other block has k block maxima at least as large, at lower
-    indices when equal), so only those blocks, kept in index order, are
-    ranked.
+    over a large n: for k = 8 it took 3-4x as long as this over 512 rows of
+    8,000 log-probabilities or 64 rows of 37,000 on this project's 2-core
+    CPU (blocks of 64 were the fastest of 32 to 512 for both). The k
+    largest values lie in the k blocks of `block` values with the largest
+    maxima (a value in any other block has k block maxima at least as
+    large, at lower indices when equal), so only those blocks, kept in
+    index order, are ranked.
     """
     n = values.shape[-1]
     if n is None or n < 16 * block:

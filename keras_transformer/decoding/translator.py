@@ -17,6 +17,7 @@ runner):
   raises a ValueError naming it instead.
 """
 
+import concurrent.futures
 import itertools
 import os
 import warnings
@@ -167,7 +168,8 @@ class Translator:
     """
 
     def __init__(self, model, tokenizer, beam_size=None, alpha=None, decode_margin=None,
-                 batch_tokens=None, batch_size=None, overlong="truncate", precision=None):
+                 batch_tokens=None, batch_size=None, overlong="truncate", precision=None,
+                 in_flight=1):
         if overlong not in OVERLONG:
             raise ValueError(f"overlong must be one of {OVERLONG}; got {overlong!r}.")
         config = model.config
@@ -187,6 +189,8 @@ class Translator:
                 raise ValueError(f"{name} must be >= {lowest}; got {value}.")
         self.batch_size = batch_size
         self.overlong = overlong
+        self.in_flight = in_flight
+        self._threads = None
         self._translate = tf.function(
             lambda source_ids, blank: translate_ids(model, tokenizer, source_ids, blank,
                                                     self.beam_size, self.alpha, self.decode_margin),
@@ -291,14 +295,24 @@ class Translator:
         # as NumPy rows: batching them is then plain NumPy, no TF ops.
         lengths = np.minimum(lengths, limit)
         values, splits = ids.flat_values.numpy(), ids.row_splits.numpy()
-        results = [None] * len(sentences)
-        for rows in token_batches(lengths + 1, self.batch_tokens, self.batch_size):
+
+        def search(rows):
             source = np.full((len(rows), int(lengths[rows].max()) + 1), self.tokenizer.pad_id,
                              np.int32)
             for row, i in enumerate(rows):
                 source[row, :lengths[i]] = values[splits[i]:splits[i] + lengths[i]]
                 source[row, lengths[i]] = self.tokenizer.eos_id
-            texts, scores, output_lengths = self._translate(source, lengths[rows] == 0)
+            return rows, self._translate(source, lengths[rows] == 0)
+
+        batches = token_batches(lengths + 1, self.batch_tokens, self.batch_size)
+        if self.in_flight > 1:
+            if self._threads is None:
+                self._threads = concurrent.futures.ThreadPoolExecutor(self.in_flight)
+            searched = self._threads.map(search, batches)
+        else:
+            searched = map(search, batches)
+        results = [None] * len(sentences)
+        for rows, (texts, scores, output_lengths) in searched:
             for i, row_texts, row_scores in zip(rows, texts.numpy(), scores.numpy()):
                 hypotheses = [(t.decode("utf-8", errors="replace"), float(s))
                               for t, s in zip(row_texts, row_scores)]
