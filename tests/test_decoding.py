@@ -10,7 +10,7 @@ import tensorflow as tf
 from helpers.tasks import VOCAB, reverse_dataset
 from keras_transformer.data import EOS_ID, Tokenizer, token_batches, train_tokenizer
 from keras_transformer.decoding import Translator, beam_search, greedy_search, length_penalty
-from keras_transformer.decoding.translator import encode_sources, token_batches
+from keras_transformer.decoding.translator import encode_sources, length_batches
 from keras_transformer.models import BASE, transformer
 from keras_transformer.textfiles import TruncationWarning
 from keras_transformer.training import Trainer, make_strategy, paper_optimizer
@@ -113,9 +113,9 @@ def test_finished_sentences_leave_the_batch(reverse_model):
     decoded = []
     step = reverse_model.decode_step_growing
 
-    def counting(target_ids, cache):
+    def counting(target_ids, cache, *projection):
         decoded.append(int(target_ids.shape[0]))
-        return step(target_ids, cache)
+        return step(target_ids, cache, *projection)
 
     reverse_model.decode_step_growing = counting
     try:
@@ -234,10 +234,10 @@ def test_batch_translation_equals_one_by_one(translator):
     assert all(a[1] >= b[1] for hyps in n_best for a, b in zip(hyps, hyps[1:]))
 
 
-def test_token_batches_fill_the_budget_longest_first():
+def test_length_batches_fill_the_budget_longest_first():
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 40, 200)
-    batches = token_batches(lengths, batch_tokens=100, batch_size=7)
+    batches = length_batches(lengths, batch_tokens=100, batch_size=7)
     assert sorted(np.concatenate(batches)) == list(range(200))  # every sentence once
     longest = [lengths[rows].max() for rows in batches]
     assert longest == sorted(longest, reverse=True)
@@ -247,7 +247,7 @@ def test_token_batches_fill_the_budget_longest_first():
     # Full batches: one more sentence would break the budget or the cap.
     for rows, after in zip(batches, batches[1:]):
         assert len(rows) == 7 or (len(rows) + 1) * lengths[rows].max() > 100
-    assert [list(b) for b in token_batches([50, 300, 20], 100)] == [[1], [0, 2]]
+    assert [list(b) for b in length_batches([50, 300, 20], 100)] == [[1], [0, 2]]
 
 
 @pytest.mark.filterwarnings("ignore::keras_transformer.textfiles.TruncationWarning")
@@ -267,6 +267,29 @@ def test_streams_and_batches_of_any_shape_keep_the_input_order_and_trace_once(tr
     source_ids, _ = encode_sources(translator.tokenizer, tf.constant(sentences), 15)
     tokens = beam_search(translator.model, source_ids, beam_size=3).tokens.numpy()[:, 0]
     assert sum(t for _, t in counted) == np.count_nonzero(tokens)
+
+
+@pytest.mark.filterwarnings("ignore::keras_transformer.textfiles.TruncationWarning")
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_a_file_translates_as_one_batch_of_the_previous_search(translator, tmp_path, beam_size):
+    """The Translator's path (a stream of lines, sorted into token batches,
+    greedy search for a beam of one, finished sentences leaving the batch)
+    against the search before it: the whole file as one padded batch, beam
+    search keeping every sentence to the end."""
+    path = tmp_path / "source.de"
+    path.write_text("".join(s + "\n" for s in SENTENCES * 4 + ["", SENTENCES[2] * 3]),
+                    encoding="utf-8")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    fast = Translator(translator.model, translator.tokenizer, beam_size=beam_size, batch_tokens=20)
+    with open(path, encoding="utf-8") as file:
+        streamed = list(fast.translate_stream(line.rstrip("\n") for line in file))
+    source_ids, blank = encode_sources(translator.tokenizer, tf.constant(lines), 15)
+    tokens = beam_search(translator.model, source_ids, beam_size=beam_size,
+                         drop_finished=False).tokens[:, 0]
+    previous = [b"" if empty else text for text, empty in
+                zip(translator.tokenizer.detokenize(tokens).numpy(), blank.numpy())]
+    assert streamed == [text.decode("utf-8") for text in previous]
+    assert len(set(streamed)) > 3
 
 
 def test_empty_and_blank_inputs_translate_to_empty_strings(translator):

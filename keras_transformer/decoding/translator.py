@@ -108,7 +108,7 @@ def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use
     return translations, scores
 
 
-def token_batches(lengths, batch_tokens, batch_size=None):
+def length_batches(lengths, batch_tokens, batch_size=None):
     """Cuts sentences into batches of at most `batch_tokens` source tokens,
     padding counted (rows x the longest row), and at most `batch_size`
     sentences: the longest first, so that each batch holds sentences of
@@ -304,7 +304,7 @@ class Translator:
                 source[row, lengths[i]] = self.tokenizer.eos_id
             return rows, self._translate(source, lengths[rows] == 0)
 
-        batches = token_batches(lengths + 1, self.batch_tokens, self.batch_size)
+        batches = length_batches(lengths + 1, self.batch_tokens, self.batch_size)
         if self.in_flight > 1:
             if self._threads is None:
                 self._threads = concurrent.futures.ThreadPoolExecutor(self.in_flight)
