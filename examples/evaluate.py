@@ -52,8 +52,8 @@ def main():
     parser.add_argument("--beam-size", type=cli.positive_int)
     parser.add_argument("--alpha", type=cli.non_negative_float)
     parser.add_argument("--batch-tokens", type=cli.positive_int,
-                        help="source tokens per batch, padding included (default: measured "
-                             "best for the beam size)")
+                        help="source tokens per batch, padding included (default: 1024 for "
+                             "beam search, 4096 for greedy)")
     cli.add_precision_argument(parser)
     parser.add_argument("--overlong", choices=("truncate", "error"), default="truncate",
                         help="source lines longer than the model accepts (files only)")

@@ -65,8 +65,8 @@ def main():
     parser.add_argument("--n-best", type=cli.positive_int,
                         help="print the n best, TAB-separated with scores")
     parser.add_argument("--batch-tokens", type=cli.positive_int,
-                        help="source tokens per batch, padding included (default: measured "
-                             "best for the beam size)")
+                        help="source tokens per batch, padding included (default: 1024 for "
+                             "beam search, 4096 for greedy)")
     parser.add_argument("--batch-size", type=cli.positive_int,
                         help="at most this many lines per batch (default: no limit)")
     parser.add_argument("--window", type=cli.positive_int, default=DEFAULT_WINDOW,
