@@ -36,7 +36,9 @@ def one_line(error):
 
 
 def warn(message):
-    """Prints `PROGRAM: warning: MESSAGE` on standard error."""
+    """Prints `PROGRAM: warning: MESSAGE` on standard error (below a
+    progress line being drawn)."""
+    Progress.end_line()
     print(f"{program()}: warning: {one_line(message)}", file=sys.stderr, flush=True)
 
 
@@ -145,3 +147,57 @@ def add_precision_argument(parser, help="decode in this precision (default: the 
                                          "AMX, float16 is for GPUs"):
     """`--precision` of the commands that decode (see `models.in_precision`)."""
     parser.add_argument("--precision", choices=PRECISIONS, help=help)
+
+
+class Progress:
+    """A progress line on standard error, redrawn in place at most every
+    `interval` seconds: lines done (of `total`, when known), target tokens
+    per second, and the time left. Only when standard error is a terminal
+    (a log file would fill with redrawn lines)."""
+
+    def __init__(self, total=None, interval=0.5, stream=None):
+        import time
+
+        self._clock = time.monotonic
+        self.total, self.interval = total, interval
+        self.stream = sys.stderr if stream is None else stream
+        self.shown = self.stream.isatty()
+        self.lines = self.tokens = 0
+        self.started = self._last = self._clock()
+
+    def update(self, lines, tokens):
+        """Counts `lines` more translated, with `tokens` target tokens."""
+        self.lines += lines
+        self.tokens += tokens
+        if self.shown and self._clock() - self._last >= self.interval:
+            self._draw()
+
+    def text(self):
+        """The progress line."""
+        seconds = max(self._clock() - self.started, 1e-9)
+        done = f"{self.lines:,}" + (f"/{self.total:,}" if self.total else "")
+        text = f"{program()}: {done} lines, {self.tokens / seconds:,.0f} tokens/s"
+        if self.total and self.lines:
+            left = seconds * (self.total - self.lines) / self.lines
+            text += f", {int(left // 60)}:{int(left % 60):02d} left"
+        return text
+
+    _drawn = None  # the stream of a progress line not yet ended
+
+    def _draw(self):
+        self._last = self._clock()
+        print(f"\r{self.text()}\033[K", end="", file=self.stream, flush=True)
+        Progress._drawn = self.stream
+
+    @staticmethod
+    def end_line():
+        """Ends a progress line being drawn, so that a message goes below it."""
+        if Progress._drawn is not None:
+            print(file=Progress._drawn, flush=True)
+            Progress._drawn = None
+
+    def close(self):
+        """Draws the final count and ends the line."""
+        if self.shown:
+            self._draw()
+            Progress.end_line()

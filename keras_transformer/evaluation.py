@@ -121,19 +121,20 @@ class BleuValidator:
         references: a list of strings, one per source.
         beam_size: 1 (greedy) keeps validation fast; the paper's final
             scores use 4.
+        batch_tokens: see `Translator` (default: its measured default).
     """
 
-    def __init__(self, tokenizer, sources, references, beam_size=1, batch_size=64):
+    def __init__(self, tokenizer, sources, references, beam_size=1, batch_tokens=None):
         self.tokenizer = tokenizer
         self.sources = list(sources)
         self.references = list(references)
         self.beam_size = beam_size
-        self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         self._translator = None
 
     def __call__(self, model):
         if self._translator is None or self._translator.model is not model:
             self._translator = Translator(model, self.tokenizer, beam_size=self.beam_size,
-                                          batch_size=self.batch_size)
+                                          batch_tokens=self.batch_tokens)
         hypotheses = self._translator.translate(self.sources)
         return score(hypotheses, self.references).as_dict(prefix="val_")

@@ -52,6 +52,9 @@ def main():
     parser.add_argument("--model-file")
     parser.add_argument("--beam-size", type=cli.positive_int)
     parser.add_argument("--alpha", type=cli.non_negative_float)
+    parser.add_argument("--batch-tokens", type=cli.positive_int,
+                        help="source tokens per batch, padding included (default: 1024 for "
+                             "beam search, 4096 for greedy)")
     cli.add_precision_argument(parser)
     parser.add_argument("--overlong", choices=("truncate", "error"), default="truncate",
                         help="source lines longer than the model accepts (files only)")
@@ -80,6 +83,7 @@ def main():
 
     translator = Translator.from_directory(args.run_dir, model_file=args.model_file,
                                            beam_size=args.beam_size, alpha=args.alpha,
+                                           batch_tokens=args.batch_tokens,
                                            precision=args.precision)
     with warnings.catch_warnings():
         if sources is not None:

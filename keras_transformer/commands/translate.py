@@ -7,18 +7,47 @@ Defaults are the paper's: beam 4, length penalty 0.6, output up to the input
 length + 50 tokens. Every input line gives one output line: empty and blank
 lines give empty lines; bytes that are not UTF-8 are replaced, and lines
 longer than the model accepts are cut, each with a warning naming the lines
-(--overlong error refuses them instead). --output is written whole, only
-when every line is translated, and never replaces a file without
---overwrite.
+(--overlong error refuses them instead, before translating). --output is
+written whole, only when every line is translated, and never replaces a
+file without --overwrite.
+
+Files of any size: the input is read --window lines at a time, each window
+sorted by length, cut into batches of --batch-tokens source tokens and
+translated, and its lines written in their order, so that memory does not
+grow with the file. A progress line (lines, tokens per second, time left)
+shows on standard error when it is a terminal.
 """
 
 import argparse
+import itertools
 import os
-import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer import cli, textfiles  # noqa: E402
+
+DEFAULT_WINDOW = 4096  # keras_transformer.decoding.translator's, without importing TensorFlow
+
+
+def windows(lines, size):
+    """`(start, list)`: the lines in lists of `size`, with the index of the first."""
+    lines = iter(lines)
+    for start in itertools.count(0, size):
+        window = list(itertools.islice(lines, size))
+        if not window:
+            return
+        yield start, window
+
+
+def refuse_overlong_lines(translator, source, lines, window):
+    """--overlong error: every line is measured before any is translated;
+    an error names the lines longer than the model accepts."""
+    from keras_transformer.decoding.translator import max_source_tokens
+
+    too_long = [start + i + 1 for start, chunk in windows(lines, window)
+                for i in translator.too_long(chunk)]
+    cli.overlong_lines(source, too_long, max_source_tokens(translator.model), refuse=True)
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
@@ -40,8 +69,13 @@ def main():
     parser.add_argument("--n-best", type=cli.positive_int,
                         help="print the n best, TAB-separated with scores (default: the best "
                              "only, without scores)")
-    parser.add_argument("--batch-size", type=cli.positive_int, default=64,
-                        help="sentences translated together")
+    parser.add_argument("--batch-tokens", type=cli.positive_int,
+                        help="source tokens per batch, padding included (default: 1024 for "
+                             "beam search, 4096 for greedy)")
+    parser.add_argument("--batch-size", type=cli.positive_int,
+                        help="at most this many lines per batch (default: no limit)")
+    parser.add_argument("--window", type=cli.positive_int, default=DEFAULT_WINDOW,
+                        help="lines read ahead and sorted together")
     cli.add_precision_argument(parser)
     parser.add_argument("--overlong", choices=("truncate", "error"), default="truncate",
                         help="lines longer than the model accepts: cut them (with a warning "
@@ -52,27 +86,39 @@ def main():
     # is loaded.
     if args.output:
         textfiles.check_output(args.output, args.overwrite)
-    source = textfiles.read_lines(args.input)
-    for note in source.warnings():
-        cli.warn(note)
-    if not source.lines:
+    source = textfiles.LineStream(args.input)
+    lines = iter(source)
+    first = next(lines, None)
+    if first is None:
         cli.warn(f"{source.name} is empty; there is nothing to translate")
         textfiles.write_lines([], args.output)
         return
+    lines = itertools.chain([first], lines)
 
     from keras_transformer.decoding import Translator
-    from keras_transformer.decoding.translator import max_source_tokens
 
     translator = Translator.from_directory(
         args.run_dir, model_file=args.model_file, beam_size=args.beam_size, alpha=args.alpha,
-        decode_margin=args.decode_margin, batch_size=args.batch_size, precision=args.precision)
-    cli.overlong_lines(source.name, [i + 1 for i in translator.too_long(source.lines)],
-                       max_source_tokens(translator.model), refuse=args.overlong == "error")
-    with warnings.catch_warnings():  # named above, by line
-        warnings.simplefilter("ignore", textfiles.TruncationWarning)
-        results = translator.translate(  # the progress bar needs a free standard output
-            source.lines, n_best=args.n_best, progress=bool(args.output) and len(source) > 100)
-    if args.n_best:
-        results = ["\t".join(f"{text}\t{score:.4f}" for text, score in row) for row in results]
-    textfiles.write_lines(results, args.output)
+        decode_margin=args.decode_margin, batch_tokens=args.batch_tokens,
+        batch_size=args.batch_size, precision=args.precision, overlong=args.overlong)
+    if args.overlong == "error":
+        if args.input is None:  # standard input can be read only once
+            lines = list(lines)
+        refuse_overlong_lines(translator, source.name,
+                              lines if args.input is None else textfiles.LineStream(args.input),
+                              args.window)
+    progress = cli.Progress(textfiles.count_lines(args.input) if args.input else None)
+    with textfiles.line_writer(args.output) as write:
+        for start, window in windows(lines, args.window):
+            for note in source.new_warnings():
+                cli.warn(note)
+            results = translator.translate(
+                window, n_best=args.n_best, on_batch=progress.update,
+                on_overlong=lambda indexes, limit, start=start: cli.overlong_lines(
+                    source.name, [start + i + 1 for i in indexes], limit, refuse=False))
+            if args.n_best:
+                results = ["\t".join(f"{text}\t{score:.4f}" for text, score in row)
+                           for row in results]
+            write(results)
+    progress.close()
 
