@@ -152,8 +152,8 @@ def test_translate_help_says_what_each_option_does_and_its_default(capsys):
             continue
         help = text.split(None, 2)[2]  # after the option and its value's name
         assert not help.startswith("(default") and re.search(r"\(?default: \S", help), text
-    assert "--batch-size BATCH_SIZE sentences translated together (default: 64)" in (
-        described["--batch-size"])
+    assert "--window WINDOW lines read ahead and sorted together (default: 4096)" in (
+        described["--window"])
     assert "(default: truncate)" in described["--overlong"]
 
 
