@@ -118,7 +118,7 @@ class BleuValidator:
         sources, references: lists of strings.
         beam_size: 1 (greedy) keeps validation fast; the paper's final
             scores use 4.
-        batch_tokens: see `Translator` (default: its measured default).
+        batch_tokens: see `Translator` (default: its default).
     """
 
     def __init__(self, tokenizer, sources, references, beam_size=1, batch_tokens=None):
