@@ -21,8 +21,10 @@ decode margin), float32:
   included: `examples/translate.py RUN --input FILE --output OUT` and
   `benchmarks/ctranslate2_file.py` (CTranslate2, `max_batch_size=32`).
 
-Every contender is timed in turns (each once, then again, `--repeats`
-times; the median counts), so that the ratios compare runs made at the same
+Every contender is warmed up on the first 16 lines (our search traces
+once for every batch shape), then timed in turns (each once, then again,
+`--repeats` times; the median counts; `--no-processes` leaves out the two
+processes), so that the ratios compare runs made at the same
 time on a machine whose speed drifts. Target tokens are the SentencePiece
 pieces of each contender's translations (one count rule for all); "same"
 is the share of translations equal to our Translator's. oneDNN's
@@ -74,7 +76,21 @@ def export_ctranslate2(run_dir, folder):
     return ctranslate2_model.save(model, tokenizer, folder)
 
 
-def contenders(run_dir, folder, lines, files, ct2_tokens):
+class _Run:
+    """A contender: `run()` translates the file; `warm()` translates its
+    first lines (tracing our search once; it serves every batch shape)."""
+
+    def __init__(self, translate, lines):
+        self.translate, self.lines = translate, lines
+
+    def __call__(self):
+        return self.translate(self.lines)
+
+    def warm(self):
+        self.translate(self.lines[:16])
+
+
+def contenders(run_dir, folder, lines, files, ct2_tokens, processes=True):
     """name -> callable returning the translations, for one run."""
     import ctranslate2
     import sentencepiece
@@ -101,13 +117,15 @@ def contenders(run_dir, folder, lines, files, ct2_tokens):
     runs = {}
     for search, beam in SEARCHES:
         translator = Translator.from_directory(run_dir, beam_size=beam)
-        runs[f"{search}: ours, Translator"] = lambda t=translator: t.translate(lines)
+        runs[f"{search}: ours, Translator"] = _Run(translator.translate, lines)
         for batching, options in (("32 sentences", dict(max_batch_size=32)),
                                   (f"{ct2_tokens} tokens", dict(max_batch_size=ct2_tokens,
                                                                 batch_type="tokens"))):
-            runs[f"{search}: CTranslate2, {batching}"] = (
-                lambda beam=beam, options=options: ct2_translate(ct2, tokenizer, lines, beam,
-                                                                 defaults, **options))
+            runs[f"{search}: CTranslate2, {batching}"] = _Run(
+                lambda lines, beam=beam, options=options: ct2_translate(
+                    ct2, tokenizer, lines, beam, defaults, **options), lines)
+        if not processes:
+            continue
         runs[f"{search}: ours, translate.py process"] = process(
             [sys.executable, os.path.join(ROOT, "examples", "translate.py"), run_dir,
              "--input", source, "--output", output, "--overwrite", "--beam-size", str(beam)])
@@ -124,11 +142,18 @@ def measure(run_dir, lines, args):
         source, output = os.path.join(scratch, "source.de"), os.path.join(scratch, "output.en")
         with open(source, "w", encoding="utf-8") as file:
             file.write("".join(line + "\n" for line in lines))
-        runs, tokenizer = contenders(run_dir, folder, lines, (source, output), args.ct2_tokens)
+        runs, tokenizer = contenders(run_dir, folder, lines, (source, output), args.ct2_tokens,
+                                     args.processes)
+        for name, run in runs.items():  # warm-up: our one trace serves every batch shape
+            if "process" not in name:
+                run.warm()
         translations = {}
-        for name, run in runs.items():  # warm-up (tracing), and the outputs
-            translations[name] = run()
-        times = timed_interleaved(runs, warmup=0, repeats=args.repeats)
+
+        def keeping(name, run):
+            return lambda: translations.__setitem__(name, run())
+
+        times = timed_interleaved({name: keeping(name, run) for name, run in runs.items()},
+                                  warmup=0, repeats=args.repeats)
     rows = {}
     for name, seconds in times.items():
         search = name.split(":")[0]
@@ -144,10 +169,14 @@ def measure(run_dir, lines, args):
         ours = rows[f"{search}: ours, Translator"]
         best_ct2 = max(rows[n][1] for n in rows if n.startswith(f"{search}: CTranslate2,")
                        and "process" not in n)
-        print(f"{search}: Translator / CTranslate2 (its faster batching) "
-              f"{ours[1] / best_ct2:.2f}x in tokens/s; translate.py / CTranslate2 script "
-              f"{rows[f'{search}: ours, translate.py process'][0] / rows[f'{search}: CTranslate2, script process'][0]:.2f}x "
-              "in time")
+        ratio = (f"{search}: Translator / CTranslate2 (its faster batching) "
+                 f"{ours[1] / best_ct2:.2f}x in tokens/s")
+        if args.processes:
+            process = {who: rows[f"{search}: {who} process"][0]
+                       for who in ("ours, translate.py", "CTranslate2, script")}
+            ratio += (f"; translate.py / CTranslate2 script "
+                      f"{process['ours, translate.py'] / process['CTranslate2, script']:.2f}x in time")
+        print(ratio)
     return rows
 
 
@@ -156,6 +185,8 @@ def main():
     parser.add_argument("runs", nargs="+", help="training output folders (averaged.keras)")
     parser.add_argument("--sentences", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--no-processes", dest="processes", action="store_false",
+                        help="time only the in-process contenders (quicker)")
     parser.add_argument("--ct2-tokens", type=int, default=2048,
                         help="CTranslate2's max_batch_size with batch_type='tokens'")
     args = parser.parse_args()

@@ -121,7 +121,7 @@ class BleuValidator:
         references: a list of strings, one per source.
         beam_size: 1 (greedy) keeps validation fast; the paper's final
             scores use 4.
-        batch_tokens: see `Translator` (default: its measured default).
+        batch_tokens: see `Translator` (default: its default).
     """
 
     def __init__(self, tokenizer, sources, references, beam_size=1, batch_tokens=None):
