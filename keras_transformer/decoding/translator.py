@@ -75,7 +75,9 @@ def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_
     Args:
         source_ids: int32 `(batch, length)` from `encode_sources`.
         blank: bool `(batch,)`: the sentences that were blank.
-        beam_size, alpha, decode_margin: scalars (tensors allowed).
+        beam_size: scalar (a tensor allowed).
+        alpha: scalar (a tensor allowed).
+        decode_margin: scalar (a tensor allowed).
 
     Returns:
         `(translations, scores, lengths)`: string `(batch, n_best)`, float32
@@ -153,8 +155,11 @@ class Translator:
     Args:
         model: a `Transformer`.
         tokenizer: its tokenizer (a `Tokenizer`, or an imported model's).
-        beam_size, alpha, decode_margin: default to the model config's
-            (the paper's 4, 0.6 and 50). `beam_size=1` is greedy search.
+        beam_size: default: the model config's (the paper's 4); 1 is
+            greedy search.
+        alpha: the length penalty; default: the model config's (0.6).
+        decode_margin: output up to the input length plus this many tokens;
+            default: the model config's (50).
         batch_tokens: source tokens per search, padding included (default:
             `default_batch_tokens(beam_size)`).
         batch_size: at most this many sentences per search (default: no
@@ -233,7 +238,8 @@ class Translator:
             n_best: None for one string per sentence; an integer for lists of
                 up to `min(n_best, beam_size)` `(translation, score)` pairs.
             progress: show a progress bar (Keras').
-            on_batch, on_overlong: see `translate_stream`.
+            on_batch: see `translate_stream`.
+            on_overlong: see `translate_stream`.
 
         Warns:
             TruncationWarning: naming the sentences cut to the model's length

@@ -65,8 +65,10 @@ class LinearDecaySchedule(keras.optimizers.schedules.LearningRateSchedule):
     measured step rate, so a time budget ends where the rate reaches zero.
 
     Args:
-        d_model, warmup_steps, scale: as for `TransformerSchedule`; the peak,
-            at `warmup_steps`, is the same.
+        d_model: model width.
+        warmup_steps: updates of the linear warmup; the peak, at
+            `warmup_steps`, is `TransformerSchedule`'s.
+        scale: multiplies the whole curve, as for `TransformerSchedule`.
         total_steps: the update at which the rate reaches zero.
     """
 
