@@ -142,7 +142,11 @@ def test_ctrl_c_while_translating_keeps_the_earlier_output(small_run, tmp_path):
     process = subprocess.Popen(
         [sys.executable, os.path.join(processes.ROOT, "examples/translate.py"), str(small_run),
          "--input", str(source), "--output", str(output), "--overwrite", "--window", "256"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=processes.environment(), text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=processes.environment(), text=True,
+        # Ctrl-C as at a terminal: a shell starts background jobs (a CI
+        # script run with `&`) with SIGINT ignored, and Python then installs
+        # no KeyboardInterrupt handler, so the child gets the default back.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     for line in process.stderr:
         seen.append(line)
