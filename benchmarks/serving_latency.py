@@ -4,13 +4,15 @@ by side in one run:
   search in the graph, tf-text) and ids in (`search_ids`, core TF ops);
 - `translate.onnx`: text in, SentencePiece (onnxruntime-extensions) and
   onnxruntime's BeamSearch operator in one ONNX file, with float32 and with
-  int8 weights;
+  int8 weights (`--int8-schemes` adds the int8 schemes the export does not
+  use, for comparison: onnxruntime's dynamic quantization as it comes, and
+  MatMulNBits with 8-bit weights, which needs `pip install onnx-ir`);
 - the onnxruntime runner: encoder and decoder-step graphs, beam search in
-  NumPy, ids in;
+  NumPy, ids in, float32 and int8;
 - CTranslate2 (float32 and int8 weights), text in through our
   `CTranslate2Translator` (sentencepiece, then `ctranslate2.Translator`).
 
-    python benchmarks/serving_latency.py [--preset small|base --beam-size 4 --repeats 5]
+    python benchmarks/serving_latency.py [--preset small|base --beam-size 4 --repeats 5 --int8-schemes]
 
 Reports per-sentence latency (batch 1) and throughput (batch 16), in target
 tokens per second, for sources of 24 tokens (23 words and the end token)
@@ -42,16 +44,27 @@ from common import (in_fresh_process, machine, model_running_to_the_limit,  # no
 SOURCE_LENGTH, OUTPUT_TOKENS, BATCHES = 24, 40, (1, 16)
 
 
-def write_onnx(folder):
-    """Writes the runner's graphs (onnx/) and translate.onnx in float32 and
-    int8 for the model and tokenizer saved in `folder` (in a process of its
-    own: see `common.in_fresh_process`)."""
+INT8_SCHEMES = {
+    "int8": "per-row activations (the export's)",
+    "int8-per-tensor": "onnxruntime's dynamic quantization: one scale per batch",
+    "int8-matmulnbits": "MatMulNBits, 8-bit weights, int8 compute (accuracy_level 4)",
+}
+
+
+def write_onnx(folder, schemes):
+    """Writes the runner's graphs in float32 (onnx/) and int8 (onnx_int8/),
+    and translate.onnx in float32 and each int8 scheme of `schemes`, for the
+    model and tokenizer saved in `folder` (in a process of its own: see
+    `common.in_fresh_process`). The other schemes are built here only to be
+    compared: each translate.onnx file says which it is."""
+    import shutil
+
     import keras
     import onnx
 
     import keras_transformer.models  # noqa: F401  (registers the model class)
     from keras_transformer.data import Tokenizer
-    from keras_transformer.export import onnx_beam_search, onnx_graphs, onnx_text
+    from keras_transformer.export import onnx_beam_search, onnx_graphs, onnx_int8, onnx_text
     from keras_transformer.export.exporter import onnx_config
     from keras_transformer.export.onnx_runner import CONFIG_FILE
 
@@ -60,11 +73,44 @@ def write_onnx(folder):
     onnx_graphs.export(model, os.path.join(folder, "onnx"))
     with open(os.path.join(folder, "onnx", CONFIG_FILE), "w") as file:
         json.dump(onnx_config(model), file)
+    shutil.copytree(os.path.join(folder, "onnx"), os.path.join(folder, "onnx_int8"))
+    for name in ("encoder", "decoder_step"):
+        path = os.path.join(folder, "onnx_int8", f"{name}.onnx")
+        onnx.save(onnx_int8.quantize(onnx.load(path)), path)
+    quantizers = {"float32": lambda proto: proto, "int8": onnx_int8.quantize,
+                  "int8-per-tensor": _per_tensor, "int8-matmulnbits": _matmulnbits}
     subgraphs = onnx_beam_search.subgraph_models(model)
-    for weights, graphs in (("float32", subgraphs),
-                            ("int8", tuple(onnx_graphs.quantize(g) for g in subgraphs))):
+    for weights in ("float32", *schemes):
+        graphs = tuple(quantizers[weights](graph) for graph in subgraphs)
         onnx.save(onnx_text.translate_model(model, tokenizer, graphs),
                   os.path.join(folder, f"translate_{weights}.onnx"))
+
+
+def _per_tensor(proto):
+    """onnxruntime's dynamic quantization as it comes (batch-dependent)."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as scratch:
+        onnx.save(proto, os.path.join(scratch, "float32.onnx"))
+        quantize_dynamic(os.path.join(scratch, "float32.onnx"), os.path.join(scratch, "int8.onnx"),
+                         weight_type=QuantType.QInt8, extra_options={"EnableSubgraph": True})
+        return onnx.load(os.path.join(scratch, "int8.onnx"))
+
+
+def _matmulnbits(proto):
+    """onnxruntime's MatMulNBits with 8-bit weights in blocks of 32 and int8
+    compute (activations quantized per row and block): batch-independent
+    too. Needs `pip install onnx-ir`."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import (
+        DefaultWeightOnlyQuantConfig,
+        MatMulNBitsQuantizer,
+    )
+
+    quantizer = MatMulNBitsQuantizer(proto, algo_config=DefaultWeightOnlyQuantConfig(
+        block_size=32, is_symmetric=True, bits=8, accuracy_level=4))
+    quantizer.process()
+    return quantizer.model.model
 
 
 def main():
@@ -73,6 +119,9 @@ def main():
     parser.add_argument("--vocab", type=int, help="default: 8,000 (small), 37,000 (base)")
     parser.add_argument("--beam-size", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--int8-schemes", action="store_true",
+                        help="also time the int8 schemes the export does not use: "
+                             + "; ".join(f"{k}: {v}" for k, v in INT8_SCHEMES.items()))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         benchmark(args, folder)
@@ -95,17 +144,19 @@ def benchmark(args, folder):
     text_model = tf.saved_model.load(saved_model.save(model, os.path.join(folder, "text"), tokenizer))
     core = tf.saved_model.load(saved_model.save(model, os.path.join(folder, "core")))
     model.save(os.path.join(folder, "model.keras"))
-    in_fresh_process(write_onnx, folder)
-    runner = OnnxSearch(os.path.join(folder, "onnx"), options=onnxruntime_options())
+    schemes = list(INT8_SCHEMES) if args.int8_schemes else ["int8"]
+    in_fresh_process(write_onnx, folder, schemes)
+    runners = {weights: OnnxSearch(os.path.join(folder, directory), options=onnxruntime_options())
+               for weights, directory in (("float32", "onnx"), ("int8", "onnx_int8"))}
     sessions = {}
-    for weights in ("float32", "int8"):
+    for weights in ("float32", *schemes):
         options = onnxruntime_options()
         options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
         sessions[weights] = onnxruntime.InferenceSession(
             os.path.join(folder, f"translate_{weights}.onnx"), options)
 
     translators = {}
-    for weights in ("float32", "int8"):
+    for weights in ("float32", "int8"):  # CTranslate2's
         directory = save_ctranslate2(model, tokenizer, os.path.join(folder, f"ct2_{weights}"),
                                      weights)
         translators[weights] = CTranslate2Translator(directory, threads=os.cpu_count())
@@ -137,18 +188,19 @@ def benchmark(args, folder):
             decode_margin=tf.constant(margin))
         return list(np.count_nonzero(out["target_ids"].numpy()[:, 0], axis=1))
 
-    def runner_search(texts, source):
+    def runner_search(runner, texts, source):
         tokens, _ = runner.beam(source, beam_size=beam, alpha=alpha)
         return list(np.count_nonzero(tokens[:, 0], axis=1))
 
     contenders = {
         "SavedModel, text in (translate)": ("text", text_saved_model),
-        "translate.onnx, float32": ("text", functools.partial(translate_onnx, sessions["float32"])),
-        "translate.onnx, int8": ("text", functools.partial(translate_onnx, sessions["int8"])),
+        **{f"translate.onnx, {weights}": ("text", functools.partial(translate_onnx, session))
+           for weights, session in sessions.items()},
         "CTranslate2, float32": ("text", functools.partial(ctranslate2, translators["float32"])),
         "CTranslate2, int8": ("text", functools.partial(ctranslate2, translators["int8"])),
         "SavedModel, ids in (search_ids)": ("ids", ids_saved_model),
-        "onnxruntime runner, ids in": ("ids", runner_search),
+        **{f"onnxruntime runner, {weights}, ids in": ("ids", functools.partial(runner_search, runner))
+           for weights, runner in runners.items()},
     }
     runs = {batch: {} for batch in BATCHES}
     for batch in BATCHES:
@@ -160,7 +212,7 @@ def benchmark(args, folder):
             counts = runs[batch][name]()
             # The same work for every runtime (int8 weights may let the end
             # token win early: not required of them).
-            assert counts == [OUTPUT_TOKENS] * batch or name.endswith("int8"), (name, counts)
+            assert counts == [OUTPUT_TOKENS] * batch or "int8" in name, (name, counts)
 
     times = {batch: timed_interleaved(runs[batch], warmup=1, repeats=args.repeats)
              for batch in BATCHES}

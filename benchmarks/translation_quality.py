@@ -1,17 +1,20 @@
 """What reduced precision and quantization do to translations: BLEU and
 chrF (sacreBLEU) on a training run's held-out test sentences, for our
-Translator in float32 and bfloat16 and for the run's exported CTranslate2
-model in float32 and int8, each compared with the float32 result of the
-same runtime.
+Translator in float32 and bfloat16, the run's exported CTranslate2 model in
+float32 and int8, and its ONNX graphs (`OnnxTranslator`) in float32 and
+int8, each compared with the float32 result of the same runtime.
 
     python examples/demo.py --output runs/demo            # a trained run
-    python export/export_model.py runs/demo --output exports/demo
-    python benchmarks/translation_quality.py runs/demo --export exports/demo
+    python export/export_model.py runs/demo --output exports/demo --formats onnx ctranslate2
+    python export/export_model.py runs/demo --output exports/demo-int8 --formats onnx \
+        --quantization int8
+    python benchmarks/translation_quality.py runs/demo --export exports/demo \
+        --int8-export exports/demo-int8
 
 Sentences: the first `--limit` whole sentences (4+ words ending in . ? or !)
 of the run's test split, the demo's "test, whole sentences" row; beam 4
 and alpha 0.6 (the model's defaults). CTranslate2 ranks finished
-hypotheses by its own length penalty; see the README.
+hypotheses by its own length penalty; see docs/export.md (CTranslate2).
 """
 
 import argparse
@@ -38,11 +41,21 @@ def ctranslate2_runs(export_dir):
         yield f"CTranslate2 {compute_type}", translator.translate
 
 
+def onnx_runs(export_dir, int8_export_dir):
+    from keras_transformer.export import OnnxTranslator
+
+    for weights, folder in (("float32", export_dir), ("int8", int8_export_dir)):
+        translator = OnnxTranslator(os.path.join(folder, "onnx"))
+        yield f"ONNX runner {weights}", translator.translate
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", help="a trained run (examples/demo.py or train.py output)")
     parser.add_argument("--export", help="its export folder (export/export_model.py), for "
-                                         "CTranslate2")
+                                         "CTranslate2 and float32 ONNX")
+    parser.add_argument("--int8-export", help="an export with --quantization int8, for int8 "
+                                              "ONNX (with --export)")
     parser.add_argument("--limit", type=int, default=500)
     args = parser.parse_args()
 
@@ -53,8 +66,10 @@ def main():
     sources, references = [s for s, _ in pairs], [r for _, r in pairs]
     print(f"{len(pairs)} held-out test sentences of {args.run_dir}\n")
     runs = list(keras_runs(args.run_dir))
-    if args.export:
+    if args.export and os.path.isdir(os.path.join(args.export, "ctranslate2")):
         runs += list(ctranslate2_runs(args.export))
+    if args.export and args.int8_export:
+        runs += list(onnx_runs(args.export, args.int8_export))
     print(f"{'':24s} {'BLEU':>6s} {'chrF':>6s} {'dBLEU':>6s} {'dchrF':>6s} "
           f"{'same output':>12s} {'seconds':>8s}")
     baseline = {}

@@ -1,38 +1,15 @@
 """Averages the last checkpoints of a training run (the paper averages the
-last 5 for base models, the last 20 for big ones) into averaged.keras.
 
     python examples/average_checkpoints.py runs/ding [--last 5]
 
-Replacing the run's averaged.keras is what this command is for: the new
-file is written beside it and moved into place only when it is complete,
-so Ctrl-C or an error keeps the one that was there.
+The script form of `keras-transformer average` (the installed command), with
+the same options, messages and exit statuses: `--help` lists them. The work is
+done in keras_transformer/commands/average.py; copy this file to start the
+command from a script of your own.
 """
 
-import argparse
-import os
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli  # noqa: E402
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", help="a training output folder")
-    parser.add_argument("--last", type=cli.positive_int,
-                        help="default: the run's average_checkpoints")
-    parser.add_argument("--output-file", default="averaged.keras",
-                        help="a .keras file name inside the run folder")
-    args = parser.parse_args()
-    if not args.output_file.endswith(".keras"):
-        parser.error(f"--output-file must end in .keras, not {args.output_file!r}")
-    if not os.path.isdir(args.run_dir):
-        raise ValueError(f"{args.run_dir} is not a folder; give a training run's output folder.")
-
-    from keras_transformer.training.run import average_run
-
-    average_run(args.run_dir, last=args.last, output_file=args.output_file)
-
+from keras_transformer import cli
+from keras_transformer.commands.average import main
 
 if __name__ == "__main__":
     cli.run(main)

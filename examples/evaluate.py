@@ -1,101 +1,15 @@
 """Scores a trained model with sacreBLEU (BLEU and chrF, with signatures) on a
-dataset split or on a pair of files.
 
     python examples/evaluate.py runs/ding --split test --limit 1000
-    python examples/evaluate.py runs/ding --split test --only-sentences
-    python examples/evaluate.py runs/ding --source-file src.de --reference-file ref.en
 
-Decodes with the paper's settings by default (averaged checkpoints, beam 4,
-alpha 0.6, input length + 50). The two files must have the same number of
-lines (line i of one translates line i of the other): otherwise it stops
-before translating. They are read like translate.py's input, with the same
-warnings, and source lines longer than the model accepts are cut with a
-warning naming them (--overlong error refuses them).
+The script form of `keras-transformer evaluate` (the installed command), with
+the same options, messages and exit statuses: `--help` lists them. The work is
+done in keras_transformer/commands/evaluate.py; copy this file to start the
+command from a script of your own.
 """
 
-import argparse
-import itertools
-import os
-import warnings
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli, textfiles  # noqa: E402
-
-def read_parallel_files(source_file, reference_file):
-    """The pairs of two parallel files, refused before any work when their
-    line counts differ or they are empty."""
-    sources, references = textfiles.read_lines(source_file), textfiles.read_lines(reference_file)
-    for note in sources.warnings() + references.warnings():
-        cli.warn(note)
-    if len(sources) != len(references):
-        raise ValueError(
-            f"{source_file} has {len(sources)} lines but {reference_file} has {len(references)}; "
-            "line i of the references must translate line i of the sources: give files of "
-            "equal length.")
-    if not sources.lines:
-        raise ValueError(f"{source_file} and {reference_file} are empty; nothing to score.")
-    return sources, list(zip(sources.lines, references.lines))
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", help="a training output folder")
-    parser.add_argument("--split", default="test", help="train, validation or test")
-    parser.add_argument("--dataset", help="default: the run's")
-    parser.add_argument("--source-file")
-    parser.add_argument("--reference-file")
-    parser.add_argument("--limit", type=cli.positive_int, help="score the first N pairs")
-    parser.add_argument("--only-sentences", action="store_true",
-                        help="keep sources of 4+ words ending in . ? or !")
-    parser.add_argument("--model-file")
-    parser.add_argument("--beam-size", type=cli.positive_int)
-    parser.add_argument("--alpha", type=cli.non_negative_float)
-    cli.add_precision_argument(parser)
-    parser.add_argument("--overlong", choices=("truncate", "error"), default="truncate",
-                        help="source lines longer than the model accepts (files only)")
-    parser.add_argument("--show", type=cli.non_negative_int, default=5,
-                        help="print this many sample translations")
-    args = parser.parse_args()
-
-    sources = lines = None
-    if args.source_file or args.reference_file:
-        if not (args.source_file and args.reference_file):
-            parser.error("--source-file and --reference-file go together")
-        sources, pairs = read_parallel_files(args.source_file, args.reference_file)
-
-    from keras_transformer import data
-    from keras_transformer.decoding import Translator
-    from keras_transformer.decoding.translator import max_source_tokens
-    from keras_transformer.evaluation import evaluate_pairs, is_full_sentence, run_corpus
-
-    if args.split not in data.corpora.SPLITS:
-        parser.error(f"--split must be one of {', '.join(data.corpora.SPLITS)}, not {args.split!r}")
-
-    if sources is not None:  # the line numbers of the pairs to score, for warnings
-        lines = [number for number, (source, _) in enumerate(pairs, start=1)
-                 if not args.only_sentences or is_full_sentence(source)][:args.limit]
-        pairs = [pairs[number - 1] for number in lines]
-
-    translator = Translator.from_directory(args.run_dir, model_file=args.model_file,
-                                           beam_size=args.beam_size, alpha=args.alpha,
-                                           precision=args.precision)
-    with warnings.catch_warnings():
-        if sources is not None:
-            too_long = translator.too_long([source for source, _ in pairs])
-            cli.overlong_lines(sources.name, [lines[i] for i in too_long],
-                               max_source_tokens(translator.model), args.overlong == "error")
-            warnings.simplefilter("ignore", textfiles.TruncationWarning)  # named by line
-            scores, rows = evaluate_pairs(translator, pairs, progress=True)
-        else:
-            corpus = run_corpus(args.run_dir, args.dataset)
-            pairs = corpus.pairs(args.split).as_numpy_iterator()
-            scores, rows = evaluate_pairs(translator, pairs, limit=args.limit,
-                                          only_sentences=args.only_sentences, progress=True)
-    print(scores)
-    for source, reference, hypothesis in itertools.islice(rows, args.show):
-        print(f"\n  source:     {source}\n  reference:  {reference}\n  hypothesis: {hypothesis}")
-
+from keras_transformer import cli
+from keras_transformer.commands.evaluate import main
 
 if __name__ == "__main__":
     cli.run(main)

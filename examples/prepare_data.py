@@ -4,92 +4,14 @@
         --output data/ding-prepared --shards 8
     python examples/train.py --output runs/ding-2 --dataset prepared:data/ding-prepared
 
-    # two local worker processes
-    python examples/prepare_data.py ... --direct_running_mode=multi_processing \\
-        --direct_num_workers=2
-
-The tokenizer is a training run's or an imported model's (--tokenizer), or a
-new SentencePiece model trained on the corpus as train.py would
-(--vocab-size). Pairs longer than --max-length tokens (default: the
---tokenizer run's max_length) are dropped and counted. Arguments this
-command does not know are Apache Beam pipeline options (--runner, --project,
---flink_master, ...): the job runs in this process unless they say
-otherwise. A local --output appears whole, only when the job succeeds.
+The script form of `keras-transformer prepare-data` (the installed command), with
+the same options, messages and exit statuses: `--help` lists them. The work is
+done in keras_transformer/commands/prepare_data.py; copy this file to start the
+command from a script of your own.
 """
 
-import argparse
-import os
-import sys
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli  # noqa: E402
-
-
-def parser():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n".join(__doc__.splitlines()[2:]))
-    p.add_argument("--dataset", required=True,
-                   help="'ding', a TFDS translation dataset, or a folder of local files")
-    p.add_argument("--source-language")
-    p.add_argument("--target-language")
-    p.add_argument("--data-dir", help="TFDS data folder (on a cluster, one the workers read)")
-    p.add_argument("--ding-path", help="the Ding dictionary file (default: trans-de-en's)")
-    tokenizer = p.add_mutually_exclusive_group(required=True)
-    tokenizer.add_argument("--tokenizer", metavar="RUN_OR_MODEL",
-                           help="a training run or imported model whose tokenizer to use")
-    tokenizer.add_argument("--vocab-size", type=cli.positive_int,
-                           help="train a SentencePiece model of this many pieces on the corpus")
-    p.add_argument("--max-length", type=cli.positive_int,
-                   help="longest pair in tokens, end token included (default: the --tokenizer "
-                        "run's)")
-    p.add_argument("--output", required=True, help="the folder to write")
-    p.add_argument("--shards", type=cli.positive_int, required=True,
-                   help="training shard files (at least the number of training workers)")
-    p.add_argument("--parts", type=cli.positive_int,
-                   help="pieces the corpus is read in, in parallel (default: --shards)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    p.add_argument("--seed", type=int, default=1234, help="for --vocab-size")
-    return p
-
-
-def main(argv=None):
-    args, beam_args = parser().parse_known_args(argv)
-    from keras_transformer.pipelines.runner import check_output_folder, pipeline_options
-    from keras_transformer.data.prepared import INFO_FILE
-
-    pipeline_options(beam_args)  # a misspelt option stops here, before any work
-    check_output_folder(args.output, args.overwrite, INFO_FILE)
-
-    import tempfile
-
-    from keras_transformer import data
-    from keras_transformer.models import TransformerConfig
-    from keras_transformer.pipelines.prepare_data import prepare_data
-
-    corpus = data.corpus(args.dataset, args.source_language, args.target_language,
-                         data_dir=args.data_dir, ding_path=args.ding_path or data.ding.DEFAULT_PATH)
-    max_length = args.max_length
-    if args.tokenizer:
-        tokenizer = data.load_tokenizer(args.tokenizer)
-        config = os.path.join(args.tokenizer, "config.json")
-        if max_length is None and os.path.isfile(config):
-            max_length = TransformerConfig.from_file(config).max_length
-    if max_length is None:
-        raise ValueError("Give --max-length (the presets': small 64, base and big 256), or a "
-                         "--tokenizer run whose config.json has it.")
-    if args.vocab_size:
-        tokenizer = data.train_corpus_tokenizer(
-            corpus, os.path.join(tempfile.mkdtemp(), data.tokenizer.MODEL_FILE), args.vocab_size,
-            seed=args.seed)
-    settings = {key: value for key, value in vars(args).items() if key != "overwrite"}
-    info = prepare_data(corpus, tokenizer, args.output, args.shards, max_length, beam_args,
-                        parts=args.parts, overwrite=args.overwrite,
-                        settings=settings | {"beam_options": beam_args})
-    report = data.LengthReport(**info["train"])
-    print(f"Wrote {args.shards} shards to {args.output}: {report}.")
-
+from keras_transformer import cli
+from keras_transformer.commands.prepare_data import main
 
 if __name__ == "__main__":
-    cli.run(lambda: main(sys.argv[1:]))
+    cli.run(main)

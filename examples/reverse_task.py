@@ -1,41 +1,15 @@
 """Checks that the model and the training loop learn: trains a small
-Transformer to reverse sequences of 5 to 12 symbols and reports the exact-match
-rate on held-out sequences (about 99% after 2000 steps, two to three minutes
-on a 2-core CPU).
 
     python examples/reverse_task.py [--steps 2000]
+
+The script form of `keras-transformer reverse-task` (the installed command), with
+the same options, messages and exit statuses: `--help` lists them. The work is
+done in keras_transformer/commands/reverse_task.py; copy this file to start the
+command from a script of your own.
 """
 
-import argparse
-import time
-
-import keras
-
 from keras_transformer import cli
-from keras_transformer.data import token_batches
-from keras_transformer.data.synthetic import REVERSE_VOCAB, exact_match, reverse_task
-from keras_transformer.models import BASE, transformer
-from keras_transformer.training import Trainer, make_strategy, paper_optimizer
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=cli.positive_int, default=2000)
-    args = parser.parse_args()
-    keras.utils.set_random_seed(0)
-    config = BASE.replace(num_encoder_layers=2, num_decoder_layers=2, d_model=64, d_ff=256,
-                          num_heads=4, dropout=0.0, max_length=16, warmup_steps=400)
-    strategy = make_strategy("default")
-    model = transformer(config, REVERSE_VOCAB)
-    trainer = Trainer(model, paper_optimizer(config), strategy, label_smoothing=0.1)
-    train = token_batches(reverse_task(0, 50_000).cache().repeat(), 1024, 16,
-                          shuffle_buffer=5000, seed=0)
-    held_out = token_batches(reverse_task(99, 1000), 4096, 16)
-    started = time.monotonic()
-    trainer.train(train, steps=args.steps, steps_per_epoch=200, validation_data=held_out)
-    print(f"Exact match on 1000 held-out sequences: {exact_match(model, held_out):.1%} "
-          f"after {args.steps} steps in {time.monotonic() - started:.0f} s.")
-
+from keras_transformer.commands.reverse_task import main
 
 if __name__ == "__main__":
     cli.run(main)

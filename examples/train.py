@@ -1,108 +1,15 @@
 """Trains a Transformer translation model.
 
-    python examples/train.py --output runs/ding --preset small --dataset ding \\
-        --time-budget-minutes 15
+    python examples/train.py --output runs/ding --preset small --dataset ding
 
-    python examples/train.py --output runs/wmt-base --preset base \\
-        --dataset wmt14_translate/de-en --source-language en --target-language de \\
-        --strategy mirrored --precision mixed_float16
-
-    python examples/train.py --output runs/opus-finetuned --init-from runs/opus-de-en \\
-        --dataset ding --steps 2000 --batch-tokens 4096
-
-Writes the tokenizer, checkpoints, TensorBoard logs, model.keras and
-averaged.keras to --output (see keras_transformer/training/run.py). Run the
-same command again to resume a stopped run. --init-from fine-tunes an earlier
-run or an imported pretrained model (examples/import_pretrained.py): its
-weights, tokenizer and config, with a short warmup to a low peak learning
-rate (keras_transformer.training.fine_tuning_recipe).
+The script form of `keras-transformer train` (the installed command), with
+the same options, messages and exit statuses: `--help` lists them. The work is
+done in keras_transformer/commands/train.py; copy this file to start the
+command from a script of your own.
 """
 
-import argparse
-import os
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli  # noqa: E402
-from keras_transformer.models import PRESETS, TransformerConfig  # noqa: E402
-from keras_transformer.training import PRECISIONS, STRATEGIES  # noqa: E402
-from keras_transformer.training.run import RunOptions, run_training  # noqa: E402
-
-
-def parser():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--output", required=True, help="output folder (resumed if it exists)")
-    data = p.add_argument_group("data")
-    data.add_argument("--dataset", default="ding",
-                      help="'ding', a TFDS translation dataset, or a folder of local files")
-    data.add_argument("--source-language")
-    data.add_argument("--target-language")
-    data.add_argument("--data-dir", help="TFDS data folder")
-    data.add_argument("--ding-path", default=RunOptions.ding_path)
-    data.add_argument("--vocab-size", type=cli.positive_int, default=RunOptions.vocab_size,
-                      help="SentencePiece vocabulary (the paper: about 37000 for EN-DE)")
-    model = p.add_argument_group("model and recipe")
-    model.add_argument("--preset", choices=sorted(PRESETS), default=RunOptions.preset)
-    model.add_argument("--init-from", metavar="RUN",
-                       help="fine-tune the model of this run or imported folder (replaces "
-                            "--preset and --vocab-size)")
-    model.add_argument("--set", dest="overrides", action="append", default=[],
-                       metavar="FIELD=VALUE", help="override a TransformerConfig field (repeatable)")
-    model.add_argument("--steps", type=cli.positive_int,
-                       help="updates (default: the preset's train_steps)")
-    model.add_argument("--time-budget-minutes", type=cli.positive_float,
-                       help="stop training after this long")
-    model.add_argument("--batch-tokens", type=cli.positive_int,
-                       help="tokens per update and side (default: the preset's)")
-    model.add_argument("--accumulate", type=cli.positive_int, default=1,
-                       help="micro-batches per update (gradient accumulation)")
-    hardware = p.add_argument_group("hardware")
-    hardware.add_argument("--strategy", choices=STRATEGIES, default="default")
-    hardware.add_argument("--precision", choices=PRECISIONS, default="float32")
-    hardware.add_argument("--xla", action="store_true", help="compile the training step with XLA")
-    logging = p.add_argument_group("checkpoints and logs")
-    logging.add_argument("--checkpoint-every-steps", type=cli.non_negative_int,
-                         default=RunOptions.checkpoint_every_steps, help="0: none by steps")
-    logging.add_argument("--checkpoint-every-minutes", type=cli.positive_float)
-    logging.add_argument("--keep-checkpoints", type=cli.positive_int,
-                         help="default: the preset's average_checkpoints")
-    logging.add_argument("--eval-every-steps", type=cli.positive_int,
-                         default=RunOptions.eval_every_steps,
-                         help="validation loss and BLEU interval")
-    logging.add_argument("--bleu-sentences", type=cli.non_negative_int,
-                         default=RunOptions.bleu_sentences)
-    logging.add_argument("--seed", type=int, default=RunOptions.seed)
-    return p
-
-
-def options_from(args):
-    return RunOptions(
-        output_dir=args.output, init_from=args.init_from, dataset=args.dataset, source_language=args.source_language,
-        target_language=args.target_language, data_dir=args.data_dir, ding_path=args.ding_path,
-        preset=args.preset, overrides=TransformerConfig.parse_overrides(args.overrides),
-        vocab_size=args.vocab_size, strategy=args.strategy, precision=args.precision,
-        xla=args.xla, steps=args.steps, time_budget_minutes=args.time_budget_minutes,
-        batch_tokens=args.batch_tokens, accumulation_steps=args.accumulate,
-        checkpoint_every_steps=args.checkpoint_every_steps,
-        checkpoint_every_minutes=args.checkpoint_every_minutes,
-        keep_checkpoints=args.keep_checkpoints, eval_every_steps=args.eval_every_steps,
-        bleu_sentences=args.bleu_sentences, seed=args.seed,
-    )
-
-
-def parse(argv=None):
-    p = parser()
-    args = p.parse_args(argv)
-    if args.init_from and (args.preset != RunOptions.preset or args.vocab_size != RunOptions.vocab_size):
-        p.error("--init-from takes the model and tokenizer of that run; drop --preset and "
-                "--vocab-size (change fields with --set FIELD=VALUE).")
-    if args.checkpoint_every_steps == 0 and not args.checkpoint_every_minutes:
-        p.error("--checkpoint-every-steps 0 needs --checkpoint-every-minutes (a run must "
-                "save checkpoints to be resumed and averaged).")
-    return args
-
+from keras_transformer import cli
+from keras_transformer.commands.train import INTERRUPTED, main
 
 if __name__ == "__main__":
-    cli.run(lambda: run_training(options_from(parse())),
-            interrupted="run the same command again to resume from the last checkpoint")
+    cli.run(main, INTERRUPTED)

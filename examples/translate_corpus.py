@@ -4,87 +4,14 @@
     python examples/translate_corpus.py exports/en-de --input 'mono/news.*.en' \\
         --output bt/news --parallel-corpus
 
-    # CTranslate2, two local worker processes
-    python examples/translate_corpus.py exports/en-de --input 'mono/*.en' --output bt/news \\
-        --runtime ctranslate2 --direct_running_mode=multi_processing --direct_num_workers=2
-
-Writes translations-*.jsonl (one {"file", "line", "translation"} record an
-input line, blank lines giving "") and, with --parallel-corpus,
-corpus/train.tsv ("translation TAB source" lines) that train.py and
-prepare_data.py read once a validation.tsv is beside it; then
-translate_corpus.json (files, line counts, settings). --sampling-topk K
-draws each translation from the model's distribution instead of beam search
-(Edunov et al. 2018: sampled back-translations train better models).
-Input files are read
-as translate.py reads them: bytes that are not UTF-8 are replaced and lines
-longer than the model accepts are cut, each with a warning naming the
-lines. A local --output appears whole, only when every line is translated:
-after a kill, run the same command again. Arguments this command does not
-know are Apache Beam pipeline options (--runner, --project, ...).
+The script form of `keras-transformer translate-corpus` (the installed command), with
+the same options, messages and exit statuses: `--help` lists them. The work is
+done in keras_transformer/commands/translate_corpus.py; copy this file to start the
+command from a script of your own.
 """
 
-import argparse
-import os
-import sys
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli  # noqa: E402
-
-
-def parser():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="\n".join(__doc__.splitlines()[2:]))
-    p.add_argument("export_dir", metavar="MODEL", help="a folder written by export/export_model.py")
-    p.add_argument("--input", required=True, metavar="GLOB",
-                   help="the files to translate (quote the glob); .gz files are decompressed")
-    p.add_argument("--output", required=True, help="the folder to write")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    p.add_argument("--runtime", choices=("saved_model", "ctranslate2"), default="saved_model")
-    p.add_argument("--beam-size", type=cli.positive_int,
-                   help="default: the model's (4); 1 is greedy")
-    p.add_argument("--alpha", type=cli.non_negative_float,
-                   help="length penalty (default: the model's, 0.6)")
-    p.add_argument("--decode-margin", type=cli.non_negative_int, help="default: the model's (50)")
-    p.add_argument("--batch-size", type=cli.positive_int, default=64,
-                   help="most sentences in a batch")
-    p.add_argument("--batch-tokens", type=cli.positive_int,
-                   help="most tokens in a batch, padding included (default: no limit)")
-    p.add_argument("--shards", type=cli.non_negative_int, default=0,
-                   help="translation files to write (0: the runner chooses)")
-    p.add_argument("--parallel-corpus", action="store_true",
-                   help="also write corpus/train.tsv: translation TAB source")
-    p.add_argument("--threads", type=cli.positive_int, help="CPU threads of a CTranslate2 model")
-    cli.add_sampling_arguments(p)
-    return p
-
-
-def main(argv=None):
-    p = parser()
-    args, beam_args = p.parse_known_args(argv)
-    cli.check_sampling(p, args)
-    from keras_transformer.pipelines.runner import pipeline_options
-
-    pipeline_options(beam_args)  # a misspelt option stops here, before any work
-    from keras_transformer.pipelines.export_handler import Decoding
-    from keras_transformer.pipelines.translate_corpus import translate_corpus
-    from keras_transformer.textfiles import Lines
-
-    manifest = translate_corpus(
-        args.export_dir, args.input, args.output, runtime=args.runtime,
-        decoding=Decoding(args.beam_size, args.alpha, args.decode_margin, args.sampling_topk,
-                          args.sampling_temperature, args.seed),
-        batch_size=args.batch_size, batch_tokens=args.batch_tokens, shards=args.shards,
-        parallel_corpus=args.parallel_corpus, beam_args=beam_args, overwrite=args.overwrite,
-        threads=args.threads)
-    for path, notes in manifest["inputs"].items():
-        for note in Lines(path, [], notes["replaced"], notes["nul"]).warnings():
-            cli.warn(note)
-        cli.overlong_lines(path, notes["overlong"], manifest["max_source_tokens"], refuse=False)
-    lines = sum(notes["lines"] for notes in manifest["inputs"].values())
-    print(f"Translated {lines} lines of {len(manifest['inputs'])} file(s) into {args.output}.")
-
+from keras_transformer import cli
+from keras_transformer.commands.translate_corpus import main
 
 if __name__ == "__main__":
-    cli.run(lambda: main(sys.argv[1:]))
+    cli.run(main)

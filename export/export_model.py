@@ -1,64 +1,15 @@
 """Exports a trained run to serving formats and checks them.
 
     python export/export_model.py runs/ding --output exports/ding
-    python export/export_model.py runs/ding --output exports/ding --formats onnx \\
-        --checkpoint runs/ding/checkpoints/ckpt-4000
-    python export/export_model.py runs/ding --output exports/ding-int8 --quantization int8
-    python export/export_model.py runs/ding --output exports/ding-ct2 \\
-        --formats ctranslate2 --quantization int8
 
-Writes model.keras, saved_model/ (text in, text out; needs TF Text's ops),
-saved_model_core/ (token ids in and out, core TF ops only), onnx/ (forward,
-encoder and decoder-step graphs for onnxruntime, and translate.onnx: text in,
-text out, beam search inside) and export.json; with --formats ctranslate2
-also ctranslate2/ (for CTranslate2, an optional dependency: pip install
-".[ctranslate2]"). `--quantization int8` stores the weights of the ONNX
-graphs and of the CTranslate2 model as int8; `--precision bfloat16` makes
-the SavedModels decode in bfloat16. Each format is loaded back and compared
-with the in-process model before the folder is moved into place; on any
-failure or Ctrl-C nothing is left behind and an earlier export is kept. An
-existing --output is only replaced with --overwrite (checked before anything
-is loaded).
+The script form of `keras-transformer export` (the installed command), with
+the same options, messages and exit statuses: `--help` lists them. The work is
+done in keras_transformer/commands/export.py; copy this file to start the
+command from a script of your own.
 """
 
-import argparse
-import json
-import os
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli, textfiles  # noqa: E402
-from keras_transformer.export import (  # noqa: E402
-    DEFAULT_FORMATS,
-    FORMATS,
-    QUANTIZATIONS,
-    export_run,
-)
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", help="a training output folder")
-    parser.add_argument("--output", required=True, help="export folder to create")
-    parser.add_argument("--formats", nargs="+", choices=FORMATS, default=list(DEFAULT_FORMATS),
-                        help=f"default: {' '.join(DEFAULT_FORMATS)}")
-    parser.add_argument("--quantization", choices=QUANTIZATIONS, default="float32",
-                        help="weights of the formats that can store int8 (the ONNX graphs, CTranslate2)")
-    parser.add_argument("--model-file", help="default: averaged.keras, else model.keras")
-    parser.add_argument("--checkpoint", help="export a training checkpoint instead")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing export")
-    cli.add_precision_argument(parser, help="the precision the SavedModels decode in (default: "
-                                            "float32; bfloat16 is faster on CPUs with AVX-512 "
-                                            "BF16 or AMX, float16 is for GPUs)")
-    args = parser.parse_args()
-    textfiles.check_output(args.output, args.overwrite, folder=True)
-    report = export_run(args.run_dir, args.output, formats=args.formats,
-                        model_file=args.model_file, checkpoint=args.checkpoint,
-                        overwrite=args.overwrite, quantization=args.quantization,
-                        precision=args.precision or "float32")
-    print(f"Exported {args.run_dir} to {args.output}; every format was loaded back and checked:")
-    print(json.dumps(report["formats"], indent=2))
-
+from keras_transformer import cli
+from keras_transformer.commands.export import main
 
 if __name__ == "__main__":
     cli.run(main)

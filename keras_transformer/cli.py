@@ -1,8 +1,9 @@
-"""What every command (`examples/*.py`, `export/export_model.py`) does with
-bad input: a one-line error and exit status 1 (argparse's usage errors: 2),
-warnings as one line each on standard error, and on Ctrl-C a one-line note
-and exit status 130. Plain Python: a command can check its arguments and
-files before it imports TensorFlow.
+"""What every command (`examples/*.py`, `export/export_model.py`, the
+installed `keras-transformer`) does with bad input: a one-line error and
+exit status 1 (argparse's usage errors: 2), warnings as one line each on
+standard error, and on Ctrl-C a one-line note and exit status 130. Plain
+Python: a command can check its arguments and files before it imports
+TensorFlow.
 
     if __name__ == "__main__":
         cli.run(main)
@@ -15,10 +16,18 @@ import sys
 import warnings
 
 INTERRUPTED = "nothing was written; earlier output is unchanged"
+# The note of the commands that checkpoint as they go (train, demo).
+RESUMABLE = "run the same command again to resume from the last checkpoint"
+
+# The name `run` was given, for the length of that run (see `program`).
+_program = None
 
 
 def program():
-    return os.path.basename(sys.argv[0]) or "keras_transformer"
+    """The name every error, warning and note starts with: the one given to
+    `run` (`keras-transformer translate` under the installed command), else
+    the script's file name (`translate.py`)."""
+    return _program or os.path.basename(sys.argv[0]) or "keras_transformer"
 
 
 def one_line(error):
@@ -27,7 +36,9 @@ def one_line(error):
 
 
 def warn(message):
-    """Prints `PROGRAM: warning: MESSAGE` on standard error."""
+    """Prints `PROGRAM: warning: MESSAGE` on standard error (below a
+    progress line being drawn)."""
+    Progress.end_line()
     print(f"{program()}: warning: {one_line(message)}", file=sys.stderr, flush=True)
 
 
@@ -50,16 +61,19 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     warn(message)
 
 
-def run(main, interrupted=INTERRUPTED):
+def run(main, interrupted=INTERRUPTED, name=None):
     """Calls `main()` with the package's rules for errors and interruption.
 
     ValueError, OSError (missing files, FileExistsError, ...) and ImportError
     are the errors bad input raises in this package; they end the command
     with `PROGRAM: error: MESSAGE` on one line. Ctrl-C ends it with
     `PROGRAM: interrupted; <interrupted>` and status 130. Python warnings
-    print as `PROGRAM: warning: MESSAGE`.
+    print as `PROGRAM: warning: MESSAGE`. PROGRAM is `name` when given (a
+    subcommand of the installed command), else the script's file name.
     """
+    global _program
     warnings.showwarning = _show_warning
+    _program = name
     try:
         main()
     except KeyboardInterrupt:
@@ -72,6 +86,22 @@ def run(main, interrupted=INTERRUPTED):
     except (ValueError, OSError, ImportError) as error:
         print(f"{program()}: error: {one_line(error)}", file=sys.stderr, flush=True)
         sys.exit(1)
+    finally:
+        _program = None
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """`--help` that gives each option's default after what it does, where
+    the option has one and its help does not already say it (argparse's
+    ArgumentDefaultsHelpFormatter also prints `(default: None)` and repeats
+    the defaults a help text spells out)."""
+
+    def _get_help_string(self, action):
+        help = action.help or ""
+        if (action.default in (None, False, argparse.SUPPRESS) or "default" in help
+                or not action.option_strings):
+            return help
+        return f"{help} (default: %(default)s)".lstrip()
 
 
 def _number(kind, lowest, text, inclusive):
@@ -126,7 +156,7 @@ def add_sampling_arguments(parser):
     group.add_argument("--sampling-topk", type=non_negative_int, metavar="K",
                        help="draw each translation from the model's distribution instead of "
                             "beam search: from the K most likely tokens, 0 for all of them "
-                            "(Edunov et al. 2018); 1 is greedy search")
+                            "(Edunov et al. 2018); 1 is greedy search (default: beam search)")
     group.add_argument("--sampling-temperature", type=positive_float, default=1.0, metavar="T",
                        help="divide the log-probabilities by T before drawing")
     group.add_argument("--seed", type=int, default=0,
@@ -140,3 +170,57 @@ def check_sampling(parser, args):
             parser.error("--sampling-temperature and --seed need --sampling-topk")
     elif args.beam_size is not None:
         parser.error("--sampling-topk draws one translation; leave out --beam-size")
+
+
+class Progress:
+    """A progress line on standard error, redrawn in place at most every
+    `interval` seconds: lines done (of `total`, when known), target tokens
+    per second, and the time left. Only when standard error is a terminal
+    (a log file would fill with redrawn lines)."""
+
+    def __init__(self, total=None, interval=0.5, stream=None):
+        import time
+
+        self._clock = time.monotonic
+        self.total, self.interval = total, interval
+        self.stream = sys.stderr if stream is None else stream
+        self.shown = self.stream.isatty()
+        self.lines = self.tokens = 0
+        self.started = self._last = self._clock()
+
+    def update(self, lines, tokens):
+        """Counts `lines` more translated, with `tokens` target tokens."""
+        self.lines += lines
+        self.tokens += tokens
+        if self.shown and self._clock() - self._last >= self.interval:
+            self._draw()
+
+    def text(self):
+        """The progress line."""
+        seconds = max(self._clock() - self.started, 1e-9)
+        done = f"{self.lines:,}" + (f"/{self.total:,}" if self.total else "")
+        text = f"{program()}: {done} lines, {self.tokens / seconds:,.0f} tokens/s"
+        if self.total and self.lines:
+            left = seconds * (self.total - self.lines) / self.lines
+            text += f", {int(left // 60)}:{int(left % 60):02d} left"
+        return text
+
+    _drawn = None  # the stream of a progress line not yet ended
+
+    def _draw(self):
+        self._last = self._clock()
+        print(f"\r{self.text()}\033[K", end="", file=self.stream, flush=True)
+        Progress._drawn = self.stream
+
+    @staticmethod
+    def end_line():
+        """Ends a progress line being drawn, so that a message goes below it."""
+        if Progress._drawn is not None:
+            print(file=Progress._drawn, flush=True)
+            Progress._drawn = None
+
+    def close(self):
+        """Draws the final count and ends the line."""
+        if self.shown:
+            self._draw()
+            Progress.end_line()

@@ -97,7 +97,9 @@ def evaluate_pairs(translator, pairs, limit=None, only_sentences=False, progress
 
     Args:
         translator: a `Translator`.
-        pairs, limit, only_sentences: see `select_pairs`.
+        pairs: see `select_pairs`.
+        limit: see `select_pairs`.
+        only_sentences: see `select_pairs`.
 
     Returns:
         `(Scores, rows)`, rows being `(source, reference, hypothesis)`.
@@ -115,22 +117,24 @@ class BleuValidator:
 
     Args:
         tokenizer: the run's tokenizer (see `keras_transformer.data.load_tokenizer`).
-        sources, references: lists of strings.
+        sources: a list of strings.
+        references: a list of strings, one per source.
         beam_size: 1 (greedy) keeps validation fast; the paper's final
             scores use 4.
+        batch_tokens: see `Translator` (default: its default).
     """
 
-    def __init__(self, tokenizer, sources, references, beam_size=1, batch_size=64):
+    def __init__(self, tokenizer, sources, references, beam_size=1, batch_tokens=None):
         self.tokenizer = tokenizer
         self.sources = list(sources)
         self.references = list(references)
         self.beam_size = beam_size
-        self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         self._translator = None
 
     def __call__(self, model):
         if self._translator is None or self._translator.model is not model:
             self._translator = Translator(model, self.tokenizer, beam_size=self.beam_size,
-                                          batch_size=self.batch_size)
+                                          batch_tokens=self.batch_tokens)
         hypotheses = self._translator.translate(self.sources)
         return score(hypotheses, self.references).as_dict(prefix="val_")

@@ -22,6 +22,7 @@ finished, so that an error or Ctrl-C leaves any earlier output as it was.
 import codecs
 import contextlib
 import dataclasses
+import io
 import json
 import os
 import re
@@ -60,6 +61,19 @@ def clean_text(text):
     return text.replace("\0", " ")
 
 
+def repair_warnings(name, replaced, nul):
+    """One sentence for each kind of repair in the file `name`, naming the
+    1-based line numbers `replaced` (bytes that were not UTF-8, now U+FFFD)
+    and `nul` (NUL bytes, now spaces)."""
+    notes = []
+    if replaced:
+        notes.append(f"{name}: {describe_lines(replaced)} had bytes that are not UTF-8; they were "
+                     "replaced with U+FFFD")
+    if nul:
+        notes.append(f"{name}: {describe_lines(nul)} had NUL bytes; they were read as spaces")
+    return notes
+
+
 @dataclasses.dataclass
 class Lines:
     """The lines of a text file and what had to be repaired in them.
@@ -77,55 +91,114 @@ class Lines:
 
     def warnings(self):
         """One sentence for each kind of repair, naming the lines."""
-        notes = []
-        if self.replaced:
-            notes.append(f"{self.name}: {describe_lines(self.replaced)} had bytes that are not "
-                         "UTF-8; they were replaced with U+FFFD")
-        if self.nul:
-            notes.append(f"{self.name}: {describe_lines(self.nul)} had NUL bytes; they were read "
-                         "as spaces")
-        return notes
+        return repair_warnings(self.name, self.replaced, self.nul)
+
+
+class LineStream:
+    """The lines of the UTF-8 text file `path` (standard input when None),
+    read one at a time under the rules in the module docstring, for files
+    of any size: iterate over it once.
+
+    `replaced` and `nul` collect the numbers of the repaired lines as they
+    are read; `new_warnings()` describes those read since its last call,
+    so that a command reading a file in windows reports each window's
+    repairs when it reaches them.
+
+    Raises:
+        ValueError: when created, if the file cannot be read (missing, a
+            folder, not readable) or is UTF-16 or UTF-32; the message names it.
+    """
+
+    def __init__(self, path=None):
+        self.name = STDIN if path is None else os.fspath(path)
+        self.replaced, self.nul = [], []
+        self._reported = (0, 0)
+        if path is None:
+            self._file = sys.stdin.buffer
+            if not hasattr(self._file, "peek"):  # a replaced standard input
+                self._file = io.BufferedReader(self._file)
+        else:
+            try:
+                self._file = open(path, "rb")
+            except FileNotFoundError:
+                raise ValueError(f"{self.name} does not exist; check the path.") from None
+            except IsADirectoryError:
+                raise ValueError(f"{self.name} is a folder; give a text file, a sentence a "
+                                 "line.") from None
+            except PermissionError:
+                raise ValueError(f"{self.name} cannot be read (permission denied); make it "
+                                 "readable (chmod u+r) or copy it.") from None
+            except OSError as error:
+                raise ValueError(f"{self.name} cannot be read: {error.strerror or error}.") from None
+        start = self._read_error(lambda: self._file.peek(4)[:4])
+        try:
+            check_unicode_mark(start, self.name, None if path is None else self.name)
+        except ValueError:
+            self.close()
+            raise
+
+    def _read_error(self, read):
+        try:
+            return read()
+        except IsADirectoryError:
+            raise ValueError(f"{self.name} is a folder; give a text file, a sentence a "
+                             "line.") from None
+        except OSError as error:
+            raise ValueError(f"{self.name} cannot be read: {error.strerror or error}.") from None
+
+    def __iter__(self):
+        lines = iter(lambda: self._read_error(self._file.readline), b"")
+        for number, line in enumerate(lines, start=1):
+            if number == 1 and line.startswith(codecs.BOM_UTF8):
+                line = line[len(codecs.BOM_UTF8):]
+                if not line:
+                    break  # a file of just the byte-order mark has no lines
+            text, replaced, nul = decode_line(line[:-1] if line.endswith(b"\n") else line)
+            if nul:
+                self.nul.append(number)
+            if replaced:
+                self.replaced.append(number)
+            yield text
+        self.close()
+
+    def close(self):
+        if self.name != STDIN:
+            self._file.close()
+
+    def warnings(self):
+        """One sentence for each kind of repair so far, naming the lines."""
+        return repair_warnings(self.name, self.replaced, self.nul)
+
+    def new_warnings(self):
+        """`warnings()` for the lines read since the last call."""
+        replaced, nul = self._reported
+        self._reported = (len(self.replaced), len(self.nul))
+        return repair_warnings(self.name, self.replaced[replaced:], self.nul[nul:])
 
 
 def read_lines(path=None):
     """The lines of the UTF-8 text file `path` (standard input when None),
-    under the rules in the module docstring.
+    under the rules in the module docstring, all at once (`LineStream`
+    reads them one at a time).
 
     Raises:
         ValueError: the file cannot be read (missing, a folder, not
             readable) or is UTF-16 or UTF-32; the message names it.
     """
-    name = STDIN if path is None else os.fspath(path)
-    if path is None:
-        data = sys.stdin.buffer.read()
-    else:
-        try:
-            with open(path, "rb") as file:
-                data = file.read()
-        except FileNotFoundError:
-            raise ValueError(f"{name} does not exist; check the path.") from None
-        except IsADirectoryError:
-            raise ValueError(f"{name} is a folder; give a text file, a sentence a line.") from None
-        except PermissionError:
-            raise ValueError(f"{name} cannot be read (permission denied); make it readable "
-                             "(chmod u+r) or copy it.") from None
-        except OSError as error:
-            raise ValueError(f"{name} cannot be read: {error.strerror or error}.") from None
-    check_unicode_mark(data, name, None if path is None else name)
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
-    raw = data.split(b"\n")
-    if raw[-1] == b"":
-        raw.pop()  # the end of the last line, or an empty file
-    result = Lines(name, [])
-    for number, line in enumerate(raw, start=1):
-        text, replaced, nul = decode_line(line)
-        if nul:
-            result.nul.append(number)
-        if replaced:
-            result.replaced.append(number)
-        result.lines.append(text)
-    return result
+    stream = LineStream(path)
+    lines = list(stream)
+    return Lines(stream.name, lines, stream.replaced, stream.nul)
+
+
+def count_lines(path, block=1 << 20):
+    """The number of lines of a file as `LineStream` reads them (a last
+    line without LF counts), read in blocks: for a progress report."""
+    count, last = 0, b"\n"
+    with open(path, "rb") as file:
+        for chunk in iter(lambda: file.read(block), b""):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
 
 
 def check_unicode_mark(start, name, path=None):
@@ -288,18 +361,35 @@ def _remove(path):
             os.remove(path)
 
 
+def _line(text):
+    """A line of output: a line break inside it becomes a space, so that
+    line i stays line i."""
+    return text.replace("\r", " ").replace("\n", " ") + "\n"
+
+
 def write_lines(lines, path=None):
     """Writes lines (UTF-8, LF-ended) to `path`, replacing it whole, or to
     standard output when `path` is None. A line break inside a line becomes a space,
     so that line i stays line i."""
-    text = "".join(line.replace("\r", " ").replace("\n", " ") + "\n" for line in lines)
+    with line_writer(path) as write:
+        write(lines)
+
+
+@contextlib.contextmanager
+def line_writer(path=None):
+    """Yields `write(lines)`, which appends lines as `write_lines` writes
+    them: to standard output at once, or to a temporary file that replaces
+    `path` only when the block ends normally (see `replace_path`)."""
     if path is None:  # UTF-8 whatever the locale, as in files
-        sys.stdout.flush()
-        sys.stdout.buffer.write(text.encode("utf-8"))
-        sys.stdout.buffer.flush()
+        def write(lines):
+            sys.stdout.flush()
+            sys.stdout.buffer.write("".join(map(_line, lines)).encode("utf-8"))
+            sys.stdout.buffer.flush()
+
+        yield write
         return
     with replace_file(path) as file:
-        file.write(text)
+        yield lambda lines: file.write("".join(map(_line, lines)))
 
 
 def read_json(path):

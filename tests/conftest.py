@@ -1,5 +1,6 @@
 """Shared test setup: quiet TensorFlow, deterministic seeds, small configs."""
 
+import json
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -28,28 +29,45 @@ def small_run(tmp_path_factory):
     """A run folder (tests/helpers/small_run.py) shared by the tests that only
     read it: copy it before changing anything in it. Create tokenizers and
     translators on it inside each test (see `Tokenizer` on seeding)."""
+    from helpers.shared import built_once
     from helpers.small_run import write_small_run
 
-    return write_small_run(tmp_path_factory.mktemp("small_run"))
+    return built_once(tmp_path_factory, "small_run", write_small_run)
+
+
+@pytest.fixture(scope="session")
+def hf_models(tmp_path_factory):
+    """Small trained Hugging Face Marian and FSMT models, each written once
+    per test run (tests/helpers/hf_models.py): read their folders, never
+    write into them."""
+    from helpers.hf_models import HuggingFaceModels
+
+    return HuggingFaceModels(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def small_export(small_run, tmp_path_factory):
     """`small_run` exported to every format by `export_run`."""
+    from helpers.shared import built_once
     from keras_transformer.export import export_run
 
-    output = tmp_path_factory.mktemp("small_export") / "export"
-    report = export_run(str(small_run), str(output))
-    assert set(report["formats"]) == {"keras", "saved_model", "onnx"}
-    return output
+    def export(folder):
+        report = export_run(str(small_run), str(folder / "export"))
+        assert set(report["formats"]) == {"keras", "saved_model", "onnx"}
+
+    return built_once(tmp_path_factory, "small_export", export) / "export"
 
 
 @pytest.fixture(scope="session")
 def small_ct2(small_run, tmp_path_factory):
     """`small_run` exported to CTranslate2 float32 by `export_run`: the
     export folder and its report."""
+    from helpers.shared import built_once
     from keras_transformer.export import export_run
 
-    output = tmp_path_factory.mktemp("ct2") / "export"
-    report = export_run(str(small_run), str(output), formats=["ctranslate2"])
-    return output, report
+    def export(folder):
+        report = export_run(str(small_run), str(folder / "export"), formats=["ctranslate2"])
+        (folder / "report.json").write_text(json.dumps(report))
+
+    folder = built_once(tmp_path_factory, "small_ct2", export)
+    return folder / "export", json.loads((folder / "report.json").read_text())

@@ -135,14 +135,18 @@ def test_translate_refuses_overlong_lines_when_asked_before_translating(small_ru
 
 def test_ctrl_c_while_translating_keeps_the_earlier_output(small_run, tmp_path):
     source = tmp_path / "de.txt"
-    # One over-long line: its warning is the last thing printed before the
-    # translation starts.
+    # One over-long line: its warning comes with the first window of 256
+    # lines, and eleven windows are still to translate when Ctrl-C arrives.
     source.write_text("\n".join([LONG] + [f"{GOOD[i % 3]} {i}" for i in range(3000)]) + "\n")
     output = _earlier_output(tmp_path)
     process = subprocess.Popen(
         [sys.executable, os.path.join(processes.ROOT, "examples/translate.py"), str(small_run),
-         "--input", str(source), "--output", str(output), "--overwrite"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=processes.environment(), text=True)
+         "--input", str(source), "--output", str(output), "--overwrite", "--window", "256"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=processes.environment(), text=True,
+        # Ctrl-C as at a terminal: a shell starts background jobs (a CI
+        # script run with `&`) with SIGINT ignored, and Python then installs
+        # no KeyboardInterrupt handler, so the child gets the default back.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     for line in process.stderr:
         seen.append(line)

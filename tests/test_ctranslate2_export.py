@@ -13,11 +13,8 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-import torch
 
 from helpers import processes
-from helpers.fsmt_model import write_fsmt_model
-from helpers.marian_model import write_marian_model
 from helpers.processes import CTRANSLATE2_ONLY_PROCESS
 from helpers.small_run import WORDS
 from keras_transformer.data import Tokenizer, train_tokenizer
@@ -229,32 +226,20 @@ def test_int8_command_loads_and_translates(small_run, small_ct2, tmp_path):
 
 # -------------------------------------------------------- imported models
 
-@pytest.fixture(scope="module")
-def single_thread_torch():
-    """Training the small Hugging Face models on one thread (seconds, where
-    a shared machine's busy cores make PyTorch's thread pool take minutes)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 IMPORTED = {
-    "marian-shared-swish": lambda folder: write_marian_model(folder),
-    # Untrained (outputs run to the length limit): exactness only, no beam.
-    "marian-separate-relu": lambda folder: write_marian_model(
-        folder, separate_vocabs=True, activation="relu", train_steps=0),
-    "fsmt": lambda folder: write_fsmt_model(folder),
+    "marian-shared-swish": lambda models: models.marian(),
+    "marian-separate-relu": lambda models: models.marian(separate_vocabs=True, activation="relu"),
+    "fsmt": lambda models: models.fsmt(),
 }
 
 
 @pytest.fixture(scope="module", params=IMPORTED.keys())
-def imported_export(request, single_thread_torch, tmp_path_factory):
+def imported_export(request, hf_models, tmp_path_factory):
     """An imported model's run folder (written by `save_run`), exported by `export_run`."""
+    source, _, _ = IMPORTED[request.param](hf_models)
     folder = tmp_path_factory.mktemp(request.param)
-    IMPORTED[request.param](folder)
-    imported_model, tokenizer = from_preset(str(folder))
-    # A margin of 10 rather than 50 keeps the untrained model's searches short.
+    imported_model, tokenizer = from_preset(str(source))
+    # A margin of 10 rather than 50 keeps the searches short.
     model = transformer(imported_model.config.replace(decode_margin=10),
                         imported_model.source_vocab_size, imported_model.target_vocab_size)
     model.set_weights(imported_model.get_weights())
@@ -297,8 +282,6 @@ def test_beam_search_agrees_with_ours(imported, alpha):
     with GNMT's penalty is our beam search, token for token. Scores agree
     to 0.1%: CTranslate2 bans padding before its softmax, we after ours."""
     name, model, tokenizer, folder, _ = imported
-    if name == "marian-separate-relu":
-        pytest.skip("untrained: its outputs run to the length limit")
     translator = CTranslate2Translator(folder)
     sources = [tokenizer.vocabulary.encode(s) for s in GERMAN]
     found = [f[0] for f in translator.search(sources, beam_size=4, alpha=alpha)]

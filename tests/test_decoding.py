@@ -10,6 +10,7 @@ import tensorflow as tf
 from helpers.tasks import VOCAB, reverse_dataset
 from keras_transformer.data import EOS_ID, Tokenizer, token_batches, train_tokenizer
 from keras_transformer.decoding import Translator, beam_search, greedy_search, length_penalty
+from keras_transformer.decoding.translator import encode_sources, length_batches
 from keras_transformer.models import BASE, transformer
 from keras_transformer.textfiles import TruncationWarning
 from keras_transformer.training import Trainer, make_strategy, paper_optimizer
@@ -69,6 +70,69 @@ def test_cached_decoding_gives_exactly_the_uncached_result(reverse_model, search
         cached = search(reverse_model, sources, static_cache=static_cache)
         np.testing.assert_array_equal(cached.tokens, uncached.tokens)
         np.testing.assert_allclose(cached.scores, uncached.scores, rtol=1e-4)
+
+
+def _mixed_sources():
+    """Sources of very different lengths (1 to 8 tokens), in no order."""
+    rng = np.random.default_rng(9)
+    rows = [list(rng.integers(4, VOCAB, n)) + [EOS_ID] for n in (1, 8, 3, 6, 4, 7, 5, 2)]
+    return keras.utils.pad_sequences(rows, padding="post").astype("int32")
+
+
+@pytest.mark.parametrize("beam_size,alpha,use_cache", [
+    (1, 0.6, True), (4, 0.6, True), (4, 0.0, True), (1, 0.0, False), (4, 0.6, False)])
+def test_dropping_finished_sentences_changes_no_result(reverse_model, beam_size, alpha,
+                                                       use_cache):
+    sources = tf.constant(_mixed_sources())
+    # Outputs of at most 6 tokens: the longer sources hit that limit, the
+    # shorter ones end on their own before it.
+    options = dict(alpha=alpha, max_output_length=6, use_cache=use_cache)
+    if beam_size > 1:
+        options["beam_size"] = beam_size
+    search = greedy_search if beam_size == 1 else beam_search
+    def run(sources, drop):
+        result = search(reverse_model, sources, drop_finished=drop, **options)
+        return result.tokens, result.scores, result.log_probs
+
+    run = tf.function(run)
+    kept, dropped = run(sources, False), run(sources, True)
+    np.testing.assert_array_equal(dropped[0], kept[0])  # tokens
+    np.testing.assert_allclose(dropped[1], kept[1], rtol=1e-5)  # scores
+    np.testing.assert_allclose(dropped[2], kept[2], rtol=1e-5)  # log-probabilities
+    lengths = np.count_nonzero(kept[0].numpy(), axis=2)
+    assert lengths.shape[1] == beam_size  # n-best lists, compared whole
+    assert (lengths[:, 0] == 6).any() and (lengths[:, 0] < 6).any() and len(set(lengths[:, 0])) > 2
+
+
+def test_finished_sentences_leave_the_batch(reverse_model):
+    """Each step decodes only the unfinished sentences: with greedy search a
+    sentence is decoded once per output token (so the rows decoded add up
+    to the output lengths); with beam search, K rows per sentence until it
+    is done, fewer in all than when every sentence waits for the last."""
+    sources = _mixed_sources()
+    decoded = []
+    step = reverse_model.decode_step_growing
+
+    def counting(target_ids, cache, *projection):
+        decoded.append(int(target_ids.shape[0]))
+        return step(target_ids, cache, *projection)
+
+    reverse_model.decode_step_growing = counting
+    try:
+        tokens = greedy_search(reverse_model, sources, max_output_length=6).tokens.numpy()
+        assert sum(decoded) == np.count_nonzero(tokens) < len(sources) * max(decoded)
+        assert decoded == sorted(decoded, reverse=True)
+        decoded.clear()
+        beam_search(reverse_model, sources, beam_size=4, max_output_length=6)
+        dropping = decoded.copy()
+        decoded.clear()
+        beam_search(reverse_model, sources, beam_size=4, max_output_length=6, drop_finished=False)
+        assert sum(dropping) < sum(decoded) == len(sources) * 4 * len(decoded)
+        assert all(rows % 4 == 0 for rows in dropping) and dropping[-1] < dropping[0]
+    finally:
+        del reverse_model.decode_step_growing
+    with pytest.raises(ValueError, match="drop_finished=True changes the batch size"):
+        beam_search(reverse_model, sources, static_cache=True, drop_finished=True)
 
 
 def test_trained_model_reverses_with_beam_search(reverse_model):
@@ -168,6 +232,64 @@ def test_batch_translation_equals_one_by_one(translator):
     n_best = translator.translate(SENTENCES[:2], n_best=3)
     assert [len(h) for h in n_best] == [3, 3] and n_best[0][0][0] == together[0]
     assert all(a[1] >= b[1] for hyps in n_best for a, b in zip(hyps, hyps[1:]))
+
+
+def test_length_batches_fill_the_budget_longest_first():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 40, 200)
+    batches = length_batches(lengths, batch_tokens=100, batch_size=7)
+    assert sorted(np.concatenate(batches)) == list(range(200))  # every sentence once
+    longest = [lengths[rows].max() for rows in batches]
+    assert longest == sorted(longest, reverse=True)
+    for rows in batches:
+        padded = len(rows) * lengths[rows].max()
+        assert len(rows) <= 7 and (padded <= 100 or len(rows) == 1)
+    # Full batches: one more sentence would break the budget or the cap.
+    for rows, after in zip(batches, batches[1:]):
+        assert len(rows) == 7 or (len(rows) + 1) * lengths[rows].max() > 100
+    assert [list(b) for b in length_batches([50, 300, 20], 100)] == [[1], [0, 2]]
+
+
+@pytest.mark.filterwarnings("ignore::keras_transformer.textfiles.TruncationWarning")
+def test_streams_and_batches_of_any_shape_keep_the_input_order_and_trace_once(translator):
+    sentences = SENTENCES * 3 + [""]
+    expected = translator.translate(sentences)
+    small = Translator(translator.model, translator.tokenizer, beam_size=3, batch_tokens=12,
+                       in_flight=2)
+    streamed = list(small.translate_stream(iter(sentences), window=5))
+    assert streamed == expected
+    # Batches of 1 to 3 sentences of 2 to 16 tokens: one trace for all.
+    assert small._translate.experimental_get_tracing_count() == 1
+    counted = []
+    small.translate(sentences, on_batch=lambda count, tokens: counted.append((count, tokens)))
+    assert sum(c for c, _ in counted) == len(sentences) and len(counted) > 5
+    # The tokens of the best translations, each with its end token.
+    source_ids, _ = encode_sources(translator.tokenizer, tf.constant(sentences), 15)
+    tokens = beam_search(translator.model, source_ids, beam_size=3).tokens.numpy()[:, 0]
+    assert sum(t for _, t in counted) == np.count_nonzero(tokens)
+
+
+@pytest.mark.filterwarnings("ignore::keras_transformer.textfiles.TruncationWarning")
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_a_file_translates_as_one_batch_of_the_previous_search(translator, tmp_path, beam_size):
+    """The Translator's path (a stream of lines, sorted into token batches,
+    greedy search for a beam of one, finished sentences leaving the batch)
+    against the search before it: the whole file as one padded batch, beam
+    search keeping every sentence to the end."""
+    path = tmp_path / "source.de"
+    path.write_text("".join(s + "\n" for s in SENTENCES * 4 + ["", SENTENCES[2] * 3]),
+                    encoding="utf-8")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    fast = Translator(translator.model, translator.tokenizer, beam_size=beam_size, batch_tokens=20)
+    with open(path, encoding="utf-8") as file:
+        streamed = list(fast.translate_stream(line.rstrip("\n") for line in file))
+    source_ids, blank = encode_sources(translator.tokenizer, tf.constant(lines), 15)
+    tokens = beam_search(translator.model, source_ids, beam_size=beam_size,
+                         drop_finished=False).tokens[:, 0]
+    previous = [b"" if empty else text for text, empty in
+                zip(translator.tokenizer.detokenize(tokens).numpy(), blank.numpy())]
+    assert streamed == [text.decode("utf-8") for text in previous]
+    assert len(set(streamed)) > 3
 
 
 def test_empty_and_blank_inputs_translate_to_empty_strings(translator):

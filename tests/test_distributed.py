@@ -16,14 +16,19 @@ def _weights(path):
 
 
 @pytest.fixture(scope="module")
-def single_device(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("single")
-    initial, trained = folder / "initial.npz", folder / "default.npz"
-    output = processes.run("helpers.distributed_job", "default", STEPS, initial, trained)
+def trained(tmp_path_factory):
+    """The initial weights, and the weights after STEPS updates on one device
+    and on two mirrored replicas: both runs in one job process (one
+    TensorFlow start fewer than a process each)."""
+    folder = tmp_path_factory.mktemp("reference")
+    initial = folder / "initial.npz"
+    output = processes.run("helpers.distributed_job", "default,mirrored", STEPS, initial, folder)
     assert f"default: 1 replicas, step {STEPS}" in output
-    moved = max(np.abs(a - b).max() for a, b in zip(_weights(initial), _weights(trained)))
+    assert f"mirrored: 2 replicas, step {STEPS}" in output
+    one_device = _weights(folder / "default.npz")
+    moved = max(np.abs(a - b).max() for a, b in zip(_weights(initial), one_device))
     assert moved > 1e-2, "training did not change the weights"
-    return initial, _weights(trained)
+    return initial, one_device, _weights(folder / "mirrored.npz")
 
 
 def _assert_same(weights, reference):
@@ -31,15 +36,13 @@ def _assert_same(weights, reference):
     assert difference < 1e-4, difference
 
 
-def test_mirrored_two_replicas_match_one_device(single_device, tmp_path):
-    initial, reference = single_device
-    output = processes.run("helpers.distributed_job", "mirrored", STEPS, initial, tmp_path / "m.npz")
-    assert f"mirrored: 2 replicas, step {STEPS}" in output
-    _assert_same(_weights(tmp_path / "m.npz"), reference)
+def test_mirrored_two_replicas_match_one_device(trained):
+    _, reference, mirrored = trained
+    _assert_same(mirrored, reference)
 
 
-def test_multi_worker_two_processes_match_one_device(single_device, tmp_path):
-    initial, reference = single_device
+def test_multi_worker_two_processes_match_one_device(trained, tmp_path):
+    initial, reference, _ = trained
     ports = processes.free_ports(2)
     workers = [
         processes.start("helpers.distributed_job", "multi_worker", STEPS, initial,

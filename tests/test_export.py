@@ -81,6 +81,23 @@ def test_core_saved_model_needs_no_tf_text(exported, reference):
     np.testing.assert_array_equal(served, beam_search(model, source).tokens.numpy())
 
 
+def test_saved_model_searches_drop_finished_sentences(reference, monkeypatch):
+    """`search_ids`, `translate` and `serving_default` trace the searches
+    that move finished sentences out of the batch (TensorFlow Serving
+    batches requests of mixed lengths)."""
+    from keras_transformer.decoding import search
+    from keras_transformer.export.saved_model import ServingModule
+
+    traced = []
+    drop_done = search._drop_done
+    monkeypatch.setattr(search, "_drop_done", lambda *args: traced.append(1) or drop_done(*args))
+    module = ServingModule(*reference)
+    for name in ("search_ids", "translate", "serving_default"):
+        before = len(traced)
+        getattr(module, name).get_concrete_function()
+        assert len(traced) > before, name
+
+
 def test_saved_model_cli_lists_the_signatures(exported):
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     shown = subprocess.run([cli, "show", "--dir", str(exported / "saved_model"), "--all"],

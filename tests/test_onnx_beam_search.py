@@ -15,10 +15,9 @@ import onnx
 import pytest
 import tensorflow as tf
 
-from helpers.marian_model import write_marian_model
 from helpers.processes import TRANSLATE_ONNX_PROCESS
 from keras_transformer.data import Tokenizer
-from keras_transformer.export import export_run, onnx_text, saved_model
+from keras_transformer.export import OnnxTranslator, export_run, onnx_text, saved_model
 from keras_transformer.export.exporter import TRANSLATE_SCRIPT
 from keras_transformer.pretrained import from_preset, save_run
 
@@ -37,11 +36,13 @@ AGREEING = [{"beam_size": 1}, {"beam_size": 4, "alpha": 0.0, "n_best": 4},
             {"beam_size": 3, "alpha": 0.0, "n_best": 2, "decode_margin": 2}]
 
 
-def _translate_fresh(path, sentences, settings):
+def _translate_fresh(path, sentences, settings, batches=None):
     """Runs translate.onnx in a new process with only onnxruntime and
     onnxruntime-extensions (the README's snippet); returns, per settings
-    dict, the translations and scores."""
-    request = json.dumps({"path": str(path), "sentences": sentences, "settings": settings})
+    dict, the translations and scores of `sentences` translated in one
+    batch, or of every batch of the list `batches` in turn."""
+    request = json.dumps({"path": str(path), "batches": batches or [sentences],
+                          "settings": settings})
     output = subprocess.run([sys.executable, "-c", TRANSLATE_ONNX_PROCESS], input=request,
                             capture_output=True, text=True, check=True, timeout=300)
     result = json.loads(output.stdout.strip().splitlines()[-1])
@@ -82,11 +83,18 @@ def test_translate_onnx_translates_as_the_saved_model_where_the_rules_agree(smal
 
 MARIAN_SENTENCES = ["Der Hund sieht einen roten Apfel.", ">>fra<< Der König liest", "",
                     "  Mein Bruder braucht 3 Flaschen Wasser.  "]
+# Sentences of the Marian fixture's words and of very different lengths,
+# each translated alone and in batches of others.
+INT8_SENTENCES = ["Der König liest.", "Die Katze schließt das Buch.", "Der Hund",
+                  "Mein Bruder sieht einen roten Apfel und die Katze liest das Buch.",
+                  "Wasser", "Der Hund sieht einen roten Apfel.", "Die Katze braucht Wasser."]
+INT8_BATCHES = ([[sentence] for sentence in INT8_SENTENCES] + [INT8_SENTENCES]
+                + [INT8_SENTENCES[::-1], INT8_SENTENCES[:2], INT8_SENTENCES[2:5], INT8_SENTENCES[5:]])
 
 
-def test_an_imported_marian_model_exports_translate_onnx_in_float32_and_int8(tmp_path):
-    write_marian_model(tmp_path / "hf", language_codes=True)
-    model, tokenizer = from_preset(str(tmp_path / "hf"))
+def test_an_imported_marian_model_exports_translate_onnx_in_float32_and_int8(hf_models, tmp_path):
+    folder, _, _ = hf_models.marian(language_codes=True)
+    model, tokenizer = from_preset(str(folder))
     save_run(model, tokenizer, str(tmp_path / "run"))
     report = export_run(str(tmp_path / "run"), str(tmp_path / "export"), formats=["onnx"],
                         quantization="int8")
@@ -111,6 +119,22 @@ def test_an_imported_marian_model_exports_translate_onnx_in_float32_and_int8(tmp
                               "--beam-size", "1", *MARIAN_SENTENCES[:2]],
                              capture_output=True, text=True, check=True, timeout=300).stdout
     assert printed.splitlines() == [row[0] for row in run["translations"][:2]]
+    # A sentence's int8 translation does not depend on its batch.
+    for batched in _translate_fresh(folder / onnx_text.FILE, None, [{"beam_size": 1}, {}],
+                                    batches=INT8_BATCHES):
+        _assert_batch_independent(INT8_BATCHES, [row[0] for row in batched["translations"]])
+    translator = OnnxTranslator(str(folder))
+    _assert_batch_independent(INT8_BATCHES, [text for batch in INT8_BATCHES
+                                             for text in translator.translate(batch)])
+
+
+def _assert_batch_independent(batches, translations):
+    """Every sentence of `batches` (translated batch by batch into the flat
+    list `translations`) got one translation wherever it was."""
+    found = {}
+    for sentence, translation in zip([s for batch in batches for s in batch], translations):
+        found.setdefault(sentence, set()).add(translation)
+    assert all(len(texts) == 1 for texts in found.values()), found
 
 
 def test_tokenizers_that_are_not_graph_ops_get_no_translate_onnx(tmp_path):

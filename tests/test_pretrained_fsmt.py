@@ -35,9 +35,8 @@ TARGETS = [
 
 
 @pytest.fixture(scope="module")
-def imported(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("fsmt")
-    files, reference = write_fsmt_model(folder)
+def imported(hf_models):
+    folder, files, reference = hf_models.fsmt()
     model, tokenizer = from_preset(str(folder))
     return files, reference, model, tokenizer
 

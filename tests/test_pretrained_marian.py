@@ -28,10 +28,9 @@ TARGETS = ["The dog sees a red apple.", "The cat likes the book!", "An old man",
 
 @pytest.fixture(scope="module", params=[(False, "swish"), (True, "relu")],
                 ids=["shared-swish", "separate-relu"])
-def imported(request, tmp_path_factory):
+def imported(request, hf_models):
     separate, activation = request.param
-    folder = tmp_path_factory.mktemp("marian")
-    files, reference = write_marian_model(folder, separate_vocabs=separate, activation=activation)
+    folder, files, reference = hf_models.marian(separate_vocabs=separate, activation=activation)
     model, tokenizer = from_preset(str(folder))
     return files, reference, model, tokenizer
 
@@ -180,10 +179,10 @@ def _marian_own_maths(reference):
     return marian
 
 
-def test_a_marian_release_imports_as_marian_computes(tmp_path):
+def test_a_marian_release_imports_as_marian_computes(hf_models, tmp_path):
     from helpers.marian_release import write_marian_release
 
-    files, reference = write_marian_model(tmp_path / "hf")
+    folder, files, reference = hf_models.marian()
     pieces = [piece for piece, _ in sorted(files.vocab.items(), key=lambda item: item[1])
               if piece != "<pad>"]
     # Marian has no padding row; HF's conversion appends a zero one (also
@@ -194,7 +193,7 @@ def test_a_marian_release_imports_as_marian_computes(tmp_path):
     release = tmp_path / "release"
     write_marian_release(reference, release, pieces)
     for name in ("source.spm", "target.spm"):
-        (release / name).write_bytes((tmp_path / "hf" / name).read_bytes())
+        (release / name).write_bytes((folder / name).read_bytes())
     model, tokenizer = from_preset(str(release))
     assert model.config.sinusoid == "tensor2tensor" and model.config.layer_norm_epsilon == 1e-6
     source, mask, target = _batch(files)

@@ -13,7 +13,6 @@ import pytest
 
 from helpers import processes
 from helpers.marian_files import sentence_pairs
-from helpers.marian_model import write_marian_model
 from helpers.processes import FRESH_TEXT_PROCESS, ONNX_ONLY_PROCESS
 from keras_transformer.data import load_tokenizer
 from keras_transformer.decoding import Translator
@@ -27,10 +26,9 @@ SENTENCES = ["", "Der Hund sieht einen roten Apfel.", "Die Katze mag das Buch!",
 
 
 @pytest.fixture(scope="module")
-def imported_run(tmp_path_factory):
+def imported_run(hf_models, tmp_path_factory):
     """A small trained Marian folder imported with the README's command."""
-    folder = tmp_path_factory.mktemp("hf-marian")
-    write_marian_model(folder)
+    folder, _, _ = hf_models.marian()
     run = tmp_path_factory.mktemp("runs") / "opus"
     command = [sys.executable, os.path.join(ROOT, "examples", "import_pretrained.py"),
                str(folder), "--output", str(run)]

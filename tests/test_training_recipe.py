@@ -1,22 +1,27 @@
 """The paper's schedule, optimiser and label-smoothed loss against their
 formulas, and gradient accumulation against one large batch."""
 
+import time
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from helpers.tasks import VOCAB, reverse_dataset
-from keras_transformer.models import BASE, transformer
+from keras_transformer.models import BASE, SMALL, transformer
 from keras_transformer.training import (
     FusedAdam,
     LabelSmoothedCrossEntropy,
+    LinearDecaySchedule,
     Trainer,
     TransformerSchedule,
+    learning_rate_schedule,
     make_strategy,
     paper_optimizer,
     token_statistics,
 )
+from keras_transformer.training.run import TimeBudget
 
 
 @pytest.mark.parametrize("step", [1, 100, 3999, 4000, 4001, 10_000, 100_000])
@@ -36,6 +41,41 @@ def test_schedule_peaks_at_warmup_and_serialises():
     assert float(clone(1234)) == float(schedule(1234))
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
     assert float(restored(50)) == float(schedule(50))
+
+
+def test_linear_decay_keeps_the_papers_warmup_and_reaches_zero_at_its_end():
+    paper = TransformerSchedule(d_model=256, warmup_steps=100, scale=0.5)
+    linear = learning_rate_schedule(SMALL.replace(warmup_steps=100, learning_rate_decay="linear"),
+                                    total_steps=400)
+    assert isinstance(linear, LinearDecaySchedule)
+    peak = 0.5 * 256**-0.5 * 100**-0.5
+    for step in (1, 50, 100):  # the same warmup and peak
+        assert float(linear(step - 1)) == pytest.approx(float(paper(step - 1)), rel=1e-6)
+    for step in (101, 250, 399, 400, 500):  # then a straight line to zero at 400
+        assert float(linear(step - 1)) == pytest.approx(
+            max(0.0, peak * (400 - step) / 300), rel=1e-6, abs=1e-12)
+    linear.total_steps.assign(1000.0)  # what TimeBudget moves
+    assert float(linear(549)) == pytest.approx(peak * 450 / 900, rel=1e-6)
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(linear))
+    assert float(restored(549)) == float(linear(549))
+    with pytest.raises(ValueError, match="total_steps > warmup_steps"):
+        LinearDecaySchedule(256, 100, 1.0, total_steps=100)
+
+
+def test_time_budget_ends_the_linear_decay_where_the_measured_rate_runs_out(monkeypatch):
+    schedule = LinearDecaySchedule(64, 10, 1.0, total_steps=10_000)
+    budget = TimeBudget(minutes=10, schedule=schedule, last_step=10_000)
+    budget.set_model(keras.Sequential())
+    clock = iter(range(0, 10_000, 2))  # one update every 2 seconds
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
+    budget.on_train_begin()
+    for step in range(1, 101):
+        budget.on_train_batch_end(step - 1, {"step": step})
+    # At update 100, 200 s in: 400 s left at 100 updates per 200 s.
+    assert float(schedule.total_steps) == pytest.approx(100 + 400 * 100 / 200)
+    for step in range(101, 301):
+        budget.on_train_batch_end(step - 1, {"step": step})
+    assert budget.model.stop_training and float(schedule.total_steps) == pytest.approx(300, abs=3)
 
 
 def test_paper_optimizer_uses_the_papers_adam():

@@ -5,7 +5,9 @@
 # backend, each in its own process with KERAS_BACKEND set. Extra arguments
 # are passed to every pytest run (`-k attention`); BACKENDS="jax" (or "",
 # for the main run alone, e.g. with a test file as argument) chooses the
-# backend runs. Needs only Python 3.11 and pip.
+# backend runs. Each pytest run spreads the test files over
+# TEST_WORKERS processes (pytest-xdist; default 2, the cores CI has; 0 runs
+# in this process). Needs only Python 3.11 and pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -24,10 +26,12 @@ run() {
     fi
 }
 arguments=$#
+# A test file's tests stay in one worker, so its module fixtures are built once.
+workers=(--numprocesses "${TEST_WORKERS-2}" --dist loadfile)
 
-run env KERAS_BACKEND=tensorflow .venv/bin/python -m pytest "$@"
+run env KERAS_BACKEND=tensorflow .venv/bin/python -m pytest "${workers[@]}" "$@"
 for backend in ${BACKENDS-jax torch tensorflow}; do
     echo "== tests/backends on the Keras backend $backend"
-    run env KERAS_BACKEND="$backend" .venv/bin/python -m pytest tests/backends "$@"
+    run env KERAS_BACKEND="$backend" .venv/bin/python -m pytest "${workers[@]}" tests/backends "$@"
 done
 exit $failed

@@ -94,7 +94,8 @@ def corpus(name, source_language=None, target_language=None, data_dir=None,
             - `"prepared:DIR"`: a folder written by `examples/prepare_data.py`
               (a `prepared.PreparedCorpus`: token ids for training, text for
               the held-out splits).
-        source_language, target_language: language codes.
+        source_language: the source side's language code.
+        target_language: the target side's language code.
         data_dir: where TFDS keeps prepared datasets.
         ding_path: the Ding dictionary file.
 

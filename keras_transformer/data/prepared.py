@@ -82,7 +82,7 @@ def read_info(directory):
     path = os.path.join(directory, INFO_FILE)
     if not tf.io.gfile.exists(path):
         raise ValueError(f"{directory} holds no {INFO_FILE}: it is not a folder written by "
-                         "examples/prepare_data.py, or one it did not finish; run it again.")
+                         "keras-transformer prepare-data, or one it did not finish; run it again.")
     with tf.io.gfile.GFile(path, "rb") as file:
         try:
             info = json.loads(file.read().decode("utf-8"))
@@ -91,7 +91,7 @@ def read_info(directory):
                              "the data again.") from None
     if not isinstance(info, dict) or info.get("format") != FORMAT:
         raise ValueError(f"{path} is not a prepared dataset of format {FORMAT}; prepare the data "
-                         "again with this version's examples/prepare_data.py.")
+                         "again with this version's keras-transformer prepare-data.")
     return info
 
 
@@ -102,7 +102,8 @@ class PreparedCorpus:
     Args:
         directory: the folder (a local path or one TensorFlow's file system
             reads, such as gs://).
-        source_language, target_language: if given, must be the folder's.
+        source_language: if given, must be the folder's source language.
+        target_language: if given, must be the folder's target language.
 
     Raises:
         ValueError: not a complete prepared folder, or other languages.
@@ -163,7 +164,7 @@ class PreparedCorpus:
             raise ValueError(
                 f"{self.directory} was prepared with another tokenizer than {owner}'s; train on "
                 "it with a new --output (which takes its tokenizer), or prepare the data again "
-                f"with examples/prepare_data.py --tokenizer {owner}.")
+                f"with keras-transformer prepare-data --tokenizer {owner}.")
 
     # ---------------------------------------------------------- training
 
@@ -230,7 +231,9 @@ class PreparedCorpus:
         Args:
             batch_tokens: tokens a side of one global micro-batch, split
                 evenly between the replicas.
-            max_length, shuffle_buffer, pad_id: as for `token_batches`.
+            max_length: as for `token_batches`.
+            shuffle_buffer: as for `token_batches`.
+            pad_id: as for `token_batches`.
             seed: the run's seed.
             start_step: the update the run resumes at; with
                 `accumulation_steps` it says how many micro-batches each

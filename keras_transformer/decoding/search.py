@@ -2,7 +2,7 @@
 search with a beam size of 4 and length penalty alpha = 0.6 ... maximum output
 length to input length + 50, but terminate early when possible").
 
-Written in core TensorFlow ops (`tf.while_loop`, fixed-shape state), so that
+Written in core TensorFlow ops (a `tf.while_loop`), so that
 the searches run inside a `tf.function`, compile with XLA, and go into an
 exported SavedModel that stock TensorFlow Serving can run.
 
@@ -14,6 +14,18 @@ each step writes into: every loop variable then has a fixed shape, as XLA
 (`jit_compile=True`) requires, at the cost of attending over (masked) empty
 positions and copying the whole cache at every write. `use_cache=False`
 re-runs the decoder over the whole prefix at every step (for comparison).
+
+Finished sentences leave the batch (`drop_finished`, on unless
+`static_cache`): at each step where some sentence is done, and only then
+(a `tf.cond`), the rows of the others are gathered from every per-sentence
+tensor (tokens, scores, finished hypotheses, length limits, source padding,
+cross-attention keys and values) and from the self-attention caches, and
+the finished sentence's result is written into its row of the output. A
+batch then costs at each step what its unfinished sentences cost, not what
+its longest one does (CTranslate2, fairseq and Marian do the same). Each
+sentence's tokens and scores are those of the search without dropping: no
+step of a sentence reads another sentence's rows. The loop's batch
+dimension is free in its shape invariants, so the function is traced once.
 
 Beam search follows fairseq and Hugging Face: at each step the 2K best
 extensions are ranked by log-probability; those ending in the end token and
@@ -111,11 +123,19 @@ def output_limits(source_ids, model, decode_margin=None, max_output_length=None)
 
 
 class _Decoder:
-    """Next-token log-probabilities for `rows` hypotheses, with or without
-    the key/value cache, and the reordering of its state between steps."""
+    """Next-token log-probabilities for `copies` hypotheses per sentence,
+    with or without the key/value cache, and the selection of rows of its
+    state between steps.
+
+    The state holds entries of two kinds: one row per sentence (the source
+    padding, the cross-attention keys and values; without the cache, the
+    encoder output and the source ids), and one row per hypothesis (the
+    self-attention caches, `copies` consecutive rows per sentence).
+    """
 
     def __init__(self, model, source_ids, copies, length, use_cache, static_cache):
         self.model = model
+        self.copies = copies
         self.use_cache = use_cache
         self.grow_cache = not static_cache
         config = model.config
@@ -128,13 +148,13 @@ class _Decoder:
         # At its length limit a hypothesis may only end.
         self.not_end = tf.range(model.target_vocab_size) != config.eos_id
         encoder_output = model.encode(source_ids, training=False)
+        # Transposed once here, not at every step.
+        self.output_weights = model.output_weights()
         if use_cache:
             self.state = model.initial_cache(encoder_output, source_ids,
                                              None if self.grow_cache else length, copies)
         else:
-            # Every hypothesis of a sentence reads the same encoder output.
-            self.source_ids = tf.repeat(source_ids, copies, axis=0)
-            self.state = {"encoder_output": tf.repeat(encoder_output, copies, axis=0)}
+            self.state = {"encoder_output": encoder_output, "source_ids": source_ids}
 
     def log_probs(self, tokens, step, state, at_limit):
         """`tokens` `(rows, length + 1)` holds each prefix; returns the
@@ -148,11 +168,15 @@ class _Decoder:
             # path (see `SharedEmbedding`).
             step_ids = tokens[:, step][:, None]
             if self.grow_cache:
-                logits, state = self.model.decode_step_growing(step_ids, state)
+                logits, state = self.model.decode_step_growing(step_ids, state,
+                                                               self.output_weights)
             else:
-                logits, state = self.model.decode_step(step_ids, step, state)
+                logits, state = self.model.decode_step(step_ids, step, state, self.output_weights)
         else:
-            logits = self.model.decode(tokens[:, :step + 1], state["encoder_output"], self.source_ids)
+            # Every hypothesis of a sentence reads the same encoder output.
+            repeat = lambda t: tf.repeat(t, self.copies, axis=0)  # noqa: E731
+            logits = self.model.decode(tokens[:, :step + 1], repeat(state["encoder_output"]),
+                                       repeat(state["source_ids"]))
         log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32))
         log_probs = log_probs + self.ban[None]
         log_probs = tf.cond(
@@ -162,16 +186,58 @@ class _Decoder:
         return log_probs, state
 
     def reorder(self, state, rows):
-        """Keeps the self-attention caches of hypotheses `rows`."""
+        """Keeps the self-attention caches of hypotheses `rows` (in that
+        order: a beam's reordering, and dropping finished sentences)."""
         if not self.use_cache:
             return state
         gather = lambda tensors: [tf.gather(t, rows) for t in tensors]  # noqa: E731
         return state | {"self_keys": gather(state["self_keys"]),
                         "self_values": gather(state["self_values"])}
 
+    def keep_sentences(self, state, sentences):
+        """Keeps the per-sentence entries of `sentences` (indexes of rows)."""
+        per_sentence = ("source_padding", "cross_keys", "cross_values", "encoder_output",
+                        "source_ids")
+        return state | {name: tf.nest.map_structure(lambda t: tf.gather(t, sentences), value)
+                        for name, value in state.items() if name in per_sentence}
+
+
+def _drop_done(done, sentences, results, finished_part):
+    """Moves the sentences that are `done` out of the batch.
+
+    Args:
+        done: bool `(live,)`.
+        sentences: dict of per-sentence tensors `(live, ...)`, whose
+            `"index"` is each one's row in the caller's batch.
+        results: dict of tensors `(batch, ...)`, the outputs of every
+            sentence of the batch, each written when it leaves.
+        finished_part: `sentences -> dict` of the entries of `results`.
+
+    Returns:
+        `(kept, sentences, results)`: the indexes of the live rows that
+        stay, the sentences keeping only those, and the results with the
+        done ones written into their rows.
+    """
+    kept = tf.cast(tf.where(~done)[:, 0], tf.int32)
+    gone = tf.cast(tf.where(done)[:, 0], tf.int32)
+    index = tf.gather(sentences["index"], gone)[:, None]
+    results = {name: tf.tensor_scatter_nd_update(results[name], index, tf.gather(value, gone))
+               for name, value in finished_part(sentences).items()}
+    return kept, tf.nest.map_structure(lambda t: tf.gather(t, kept), sentences), results
+
+
+def _check_drop_finished(drop_finished, static_cache):
+    """`drop_finished` resolved: by default on, except with fixed-shape caches."""
+    if drop_finished is None:
+        return not static_cache
+    if drop_finished and static_cache:
+        raise ValueError("drop_finished=True changes the batch size between steps, which "
+                         "static_cache=True (fixed shapes, for XLA) excludes; leave one out.")
+    return drop_finished
+
 
 def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_length=None,
-                  use_cache=True, static_cache=False, sampling=None):
+                  use_cache=True, static_cache=False, drop_finished=None, sampling=None):
     """Picks the most likely token at every step, or with `sampling` draws
     it from the model's distribution (`Sampling`).
 
@@ -185,10 +251,13 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
         source_ids: int32 `(batch, source_length)`, padded with the pad id, each source
             ending with the end token.
         alpha: length penalty of the reported scores (default: the model's).
-        decode_margin, max_output_length: see `output_limits`.
+        decode_margin: see `output_limits`.
+        max_output_length: see `output_limits`.
         use_cache: decode incrementally with the key/value cache.
         static_cache: keep fixed-shape caches (needed under XLA; see the
             module docstring).
+        drop_finished: remove each sentence from the batch at the step it
+            ends (see the module docstring); default: unless `static_cache`.
         sampling: a `Sampling`, or None for the most likely tokens. The
             scores are the model's log-probabilities of the drawn tokens
             (before any temperature or top-k).
@@ -198,6 +267,7 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
     """
     config = model.config
     alpha = config.length_penalty if alpha is None else alpha
+    drop = _check_drop_finished(drop_finished, static_cache)
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     batch = tf.shape(source_ids)[0]
     limits = output_limits(source_ids, model, decode_margin, max_output_length)
@@ -205,28 +275,47 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
     decoder = _Decoder(model, source_ids, 1, length, use_cache, static_cache)
     tokens = tf.concat([tf.fill([batch, 1], config.decoder_start_id),
                         tf.fill([batch, length], config.pad_id)], axis=1)
+    sentences = {"index": tf.range(batch), "limit": limits, "tokens": tokens,
+                 "log_prob": tf.zeros([batch]), "finished": tf.zeros([batch], tf.bool)}
+    finished_part = lambda s: {"tokens": s["tokens"], "log_prob": s["log_prob"]}  # noqa: E731
+    results = finished_part(sentences)
 
-    def body(step, tokens, log_prob, finished, state):
-        log_probs, state = decoder.log_probs(tokens, step, state, at_limit=step + 1 >= limits)
+    def body(step, sentences, state, results):
+        s = sentences
+        log_probs, state = decoder.log_probs(s["tokens"], step, state,
+                                             at_limit=step + 1 >= s["limit"])
         choice = choose_tokens(log_probs, step, sampling)
         chosen = tf.gather(log_probs, choice, batch_dims=1)
-        choice = tf.where(finished, config.pad_id, choice)
-        log_prob += tf.where(finished, 0.0, chosen)
-        tokens = _write(tokens, step + 1, choice)
-        return step + 1, tokens, log_prob, finished | (choice == config.eos_id), state
+        choice = tf.where(s["finished"], config.pad_id, choice)
+        sentences = s | {"tokens": _write(s["tokens"], step + 1, choice),
+                         "log_prob": s["log_prob"] + tf.where(s["finished"], 0.0, chosen),
+                         "finished": s["finished"] | (choice == config.eos_id)}
+        if drop:
+            def drop_done():
+                kept, kept_sentences, new_results = _drop_done(
+                    sentences["finished"], sentences, results, finished_part)
+                kept_state = decoder.reorder(decoder.keep_sentences(state, kept), kept)
+                return kept_sentences, kept_state, new_results
 
-    loop_vars = (0, tokens, tf.zeros([batch]), tf.zeros([batch], tf.bool), decoder.state)
-    _, tokens, log_prob, _, _ = tf.while_loop(
-        lambda step, tokens, log_prob, finished, state: ~tf.reduce_all(finished),
+            sentences, state, results = tf.cond(
+                tf.reduce_any(sentences["finished"]), drop_done,
+                lambda: (sentences, state, results))
+        return step + 1, sentences, state, results
+
+    loop_vars = (0, sentences, decoder.state, results)
+    _, sentences, _, results = tf.while_loop(
+        lambda step, sentences, state, results: ~tf.reduce_all(sentences["finished"]),
         body, loop_vars, maximum_iterations=length, shape_invariants=_free_shapes(loop_vars))
-    tokens = tokens[:, 1:]
+    if not drop:
+        results = finished_part(sentences)
+    tokens, log_prob = results["tokens"][:, 1:], results["log_prob"]
     lengths = tf.reduce_sum(tf.cast(tokens != config.pad_id, tf.int32), axis=1)
     scores = log_prob / length_penalty(lengths, alpha)
     return SearchResult(tokens[:, None], scores[:, None], log_prob[:, None])
 
 
 def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=None,
-                max_output_length=None, use_cache=True, static_cache=False):
+                max_output_length=None, use_cache=True, static_cache=False, drop_finished=None):
     """Beam search with the GNMT length penalty (see the module docstring).
 
     Args:
@@ -235,10 +324,14 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
             ending with the end token.
         beam_size: K (default: the model config's, 4 in the paper).
         alpha: length penalty (default: the model config's, 0.6).
-        decode_margin, max_output_length: see `output_limits`.
+        decode_margin: see `output_limits`.
+        max_output_length: see `output_limits`.
         use_cache: decode incrementally with the key/value cache.
         static_cache: keep fixed-shape caches (needed under XLA; see the
             module docstring).
+        drop_finished: remove each sentence from the batch at the step it
+            is done (see the module docstring); default: unless
+            `static_cache`.
 
     Returns:
         A `SearchResult` with the K best finished hypotheses per sentence.
@@ -246,73 +339,101 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     config = model.config
     k = config.beam_size if beam_size is None else beam_size
     alpha = config.length_penalty if alpha is None else alpha
+    drop = _check_drop_finished(drop_finished, static_cache)
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     batch = tf.shape(source_ids)[0]
     limits = output_limits(source_ids, model, decode_margin, max_output_length)
     length = tf.reduce_max(limits)
     decoder = _Decoder(model, source_ids, k, length, use_cache, static_cache)
-    # At the start all K beams hold the same prefix: keep only one alive.
-    alive_log_probs = tf.tile(tf.concat([[0.0], tf.fill([k - 1], _NEG_INF)], 0)[None], [batch, 1])
-    alive = tf.concat([tf.fill([batch, k, 1], config.decoder_start_id),
-                       tf.fill([batch, k, length], config.pad_id)], axis=2)
-    finished = tf.fill([batch, k, length + 1], config.pad_id)
-    finished_scores = tf.fill([batch, k], _NEG_INF)
-    finished_log_probs = tf.fill([batch, k], _NEG_INF)
-    finished_count = tf.zeros([batch], tf.int32)
-    batch_rows = tf.range(batch)[:, None] * k
     per_beam = tf.minimum(2 * k, model.target_vocab_size)  # extensions ranked per beam
+    # At the start all K beams hold the same prefix: keep only one alive.
+    sentences = {
+        "index": tf.range(batch),
+        "limit": limits,
+        "alive": tf.concat([tf.fill([batch, k, 1], config.decoder_start_id),
+                            tf.fill([batch, k, length], config.pad_id)], axis=2),
+        "alive_log_probs": tf.tile(tf.concat([[0.0], tf.fill([k - 1], _NEG_INF)], 0)[None],
+                                   [batch, 1]),
+        "finished": tf.fill([batch, k, length + 1], config.pad_id),
+        "finished_scores": tf.fill([batch, k], _NEG_INF),
+        "finished_log_probs": tf.fill([batch, k], _NEG_INF),
+        "finished_count": tf.zeros([batch], tf.int32),
+    }
+    finished_part = lambda s: {"tokens": s["finished"], "scores": s["finished_scores"],  # noqa: E731
+                               "log_probs": s["finished_log_probs"]}
+    results = finished_part(sentences)
 
-    def body(step, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
-             finished_count, state):
-        log_probs, state = decoder.log_probs(tf.reshape(alive, [batch * k, -1]), step, state,
-                                             at_limit=tf.repeat(step + 1 >= limits, k))
+    def body(step, sentences, state, results):
+        s = sentences
+        live = tf.shape(s["alive"])[0]
+        log_probs, state = decoder.log_probs(tf.reshape(s["alive"], [live * k, -1]), step, state,
+                                             at_limit=tf.repeat(step + 1 >= s["limit"], k))
         # The 2K best extensions of all K beams are among the 2K best of each
         # beam: rank each beam's vocabulary first, then the K * 2K survivors
         # (one pass over the vocabulary-wide tensor instead of three). The
         # order, ties included, is that of ranking all K * vocab at once:
         # the lower beam, then the lower token, first.
         row_log_probs, row_tokens = _top_k(log_probs, per_beam)
-        candidates = alive_log_probs[:, :, None] + tf.reshape(row_log_probs, [batch, k, per_beam])
-        top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [batch, k * per_beam]),
+        candidates = s["alive_log_probs"][:, :, None] + tf.reshape(row_log_probs,
+                                                                   [live, k, per_beam])
+        top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [live, k * per_beam]),
                                                k=2 * k)
         top_beams = top_ids // per_beam
-        top_tokens = tf.gather(tf.reshape(row_tokens, [batch, k * per_beam]), top_ids, batch_dims=1)
-        top_sequences = _write(tf.gather(alive, top_beams, batch_dims=1), step + 1, top_tokens)
+        top_tokens = tf.gather(tf.reshape(row_tokens, [live, k * per_beam]), top_ids, batch_dims=1)
+        top_sequences = _write(tf.gather(s["alive"], top_beams, batch_dims=1), step + 1,
+                               top_tokens)
         is_end = tf.equal(top_tokens, config.eos_id)
-        done = finished_count >= k
+        done = s["finished_count"] >= k
 
         # Finished: end tokens ranked in the top K, merged with those so far.
         new_scores = top_log_probs / length_penalty(step + 1, alpha)
-        eligible = is_end & (tf.range(2 * k) < k)[None] & ~done[:, None] & (top_log_probs > _NEG_INF / 2)
+        eligible = (is_end & (tf.range(2 * k) < k)[None] & ~done[:, None]
+                    & (top_log_probs > _NEG_INF / 2))
         new_scores = tf.where(eligible, new_scores, _NEG_INF)
-        merged_scores = tf.concat([finished_scores, new_scores], axis=1)
+        merged_scores = tf.concat([s["finished_scores"], new_scores], axis=1)
         finished_scores, keep = tf.math.top_k(merged_scores, k=k)
-        finished = tf.gather(tf.concat([finished, top_sequences], 1), keep, batch_dims=1)
+        finished = tf.gather(tf.concat([s["finished"], top_sequences], 1), keep, batch_dims=1)
         finished_log_probs = tf.gather(
-            tf.concat([finished_log_probs, tf.where(eligible, top_log_probs, _NEG_INF)], 1),
+            tf.concat([s["finished_log_probs"], tf.where(eligible, top_log_probs, _NEG_INF)], 1),
             keep, batch_dims=1)
-        finished_count += tf.reduce_sum(tf.cast(eligible, tf.int32), axis=1)
 
         # Alive: the K best extensions that did not end.
-        alive_scores, keep = tf.math.top_k(tf.where(is_end, _NEG_INF, top_log_probs), k=k)
-        alive = tf.gather(top_sequences, keep, batch_dims=1)
-        alive_log_probs = alive_scores
-        rows = tf.reshape(tf.gather(top_beams, keep, batch_dims=1) + batch_rows, [-1])
-        return (step + 1, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
-                finished_count, decoder.reorder(state, rows))
+        alive_log_probs, keep = tf.math.top_k(tf.where(is_end, _NEG_INF, top_log_probs), k=k)
+        sentences = s | {
+            "alive": tf.gather(top_sequences, keep, batch_dims=1),
+            "alive_log_probs": alive_log_probs,
+            "finished": finished,
+            "finished_scores": finished_scores,
+            "finished_log_probs": finished_log_probs,
+            "finished_count": s["finished_count"] + tf.reduce_sum(tf.cast(eligible, tf.int32),
+                                                                  axis=1),
+        }
+        # Row j of sentence i continues the hypothesis in cache row `rows[i, j]`.
+        rows = tf.gather(top_beams, keep, batch_dims=1) + tf.range(live)[:, None] * k
+        if drop:
+            def drop_done(sentences, state, results, rows):
+                kept, sentences, results = _drop_done(_is_done(step + 1, sentences), sentences,
+                                                       results, finished_part)
+                return sentences, decoder.keep_sentences(state, kept), results, tf.gather(rows, kept)
 
-    def not_done(step, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
-                 finished_count, state):
+            sentences, state, results, rows = tf.cond(
+                tf.reduce_any(_is_done(step + 1, sentences)),
+                lambda: drop_done(sentences, state, results, rows),
+                lambda: (sentences, state, results, rows))
+        return step + 1, sentences, decoder.reorder(state, tf.reshape(rows, [-1])), results
+
+    def _is_done(step, sentences):
         # A sentence is done with K finished hypotheses, or past its limit
         # (fewer than K when fewer than K prefixes were ever alive).
-        return ~tf.reduce_all((finished_count >= k) | (step >= limits))
+        return (sentences["finished_count"] >= k) | (step >= sentences["limit"])
 
-    loop_vars = (0, alive, alive_log_probs, finished, finished_scores, finished_log_probs,
-                 finished_count, decoder.state)
-    loop = tf.while_loop(not_done, body, loop_vars, maximum_iterations=length,
-                         shape_invariants=_free_shapes(loop_vars))
-    finished, finished_scores, finished_log_probs = loop[3], loop[4], loop[5]
-    return SearchResult(finished[:, :, 1:], finished_scores, finished_log_probs)
+    loop_vars = (0, sentences, decoder.state, results)
+    _, sentences, _, results = tf.while_loop(
+        lambda step, sentences, state, results: ~tf.reduce_all(_is_done(step, sentences)),
+        body, loop_vars, maximum_iterations=length, shape_invariants=_free_shapes(loop_vars))
+    if not drop:
+        results = finished_part(sentences)
+    return SearchResult(results["tokens"][:, :, 1:], results["scores"], results["log_probs"])
 
 
 def _free_shapes(loop_vars):
@@ -329,17 +450,18 @@ def _free_shapes(loop_vars):
     return tf.nest.map_structure(relax, loop_vars)
 
 
-def _top_k(values, k, block=512):
+def _top_k(values, k, block=64):
     """`tf.math.top_k(values, k)` over the last axis of `(rows, n)`, the
     same values and indices, ties included (the lower index first).
 
     Written here because TensorFlow's top-k kernel is slow for a small k
-    over a large n: for 64 rows of 37,000 log-probabilities and k = 8 it
-    took 6.3 ms on this project's CPU, this 2.0 ms. The k largest values
-    lie in the k blocks of `block` values with the largest maxima (a value
-    in any other block has k block maxima at least as large, at lower
-    indices when equal), so only those blocks, kept in index order, are
-    ranked.
+    over a large n: for k = 8 it took 3-4x as long as this over 512 rows of
+    8,000 log-probabilities or 64 rows of 37,000 on this project's 2-core
+    CPU (blocks of 64 were the fastest of 32 to 512 for both). The k
+    largest values lie in the k blocks of `block` values with the largest
+    maxima (a value in any other block has k block maxima at least as
+    large, at lower indices when equal), so only those blocks, kept in
+    index order, are ranked.
     """
     n = values.shape[-1]
     if n is None or n < 16 * block:

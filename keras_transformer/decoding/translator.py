@@ -17,7 +17,9 @@ runner):
   raises a ValueError naming it instead.
 """
 
+import concurrent.futures
 import dataclasses
+import itertools
 import os
 import warnings
 
@@ -31,6 +33,15 @@ from keras_transformer.models import Transformer, in_precision
 from keras_transformer.textfiles import clean_text, truncation_warning
 
 OVERLONG = ("truncate", "error")
+DEFAULT_WINDOW = 4096
+"""Sentences a stream is read ahead, sorted and batched by (`Translator.translate_stream`)."""
+
+
+def default_batch_tokens(beam_size):
+    """Source tokens per search, padding included, by beam size: a beam
+    search decodes K rows per sentence, so it gets about a quarter of greedy
+    search's budget (a guess, not yet tuned by measurement)."""
+    return 4096 if beam_size == 1 else 1024
 
 
 def max_source_tokens(model):
@@ -47,13 +58,56 @@ def encode_sources(tokenizer, texts, max_tokens):
     return with_end.to_tensor(default_value=tokenizer.pad_id), blank
 
 
+def search(model, source_ids, beam_size, alpha, decode_margin, use_cache=True, sampling=None):
+    """The search a translation runs: with `sampling` (a `Sampling`) one
+    drawn translation; greedy search when `beam_size` is the Python integer
+    1 (the same tokens as a beam of one, faster); else beam search
+    (`beam_size` may be a tensor)."""
+    if sampling is not None or (isinstance(beam_size, int) and beam_size == 1):
+        return greedy_search(model, source_ids, alpha=alpha, decode_margin=decode_margin,
+                             use_cache=use_cache, sampling=sampling)
+    return beam_search(model, source_ids, beam_size=beam_size, alpha=alpha,
+                       decode_margin=decode_margin, use_cache=use_cache)
+
+
+def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_margin,
+                  use_cache=True, sampling=None):
+    """Searches padded source ids and detokenises the result in one graph.
+
+    Args:
+        source_ids: int32 `(batch, length)` from `encode_sources`.
+        blank: bool `(batch,)`: the sentences that were blank.
+        beam_size: scalar (a tensor allowed).
+        alpha: scalar (a tensor allowed).
+        decode_margin: scalar (a tensor allowed).
+        sampling: see `search`.
+
+    Returns:
+        `(translations, scores, lengths)`: string `(batch, n_best)`, float32
+        `(batch, n_best)`, best first, blank inputs giving "" and 0; and
+        int32 `(batch,)`, the tokens of each best translation, end token
+        included (what a progress report counts).
+    """
+    result = search(model, source_ids, beam_size, alpha, decode_margin, use_cache, sampling)
+    batch, n_best = tf.shape(result.tokens)[0], tf.shape(result.tokens)[1]
+    flat = tf.reshape(result.tokens, [batch * n_best, -1])
+    translations = tf.reshape(tokenizer.detokenize(flat), [batch, n_best])
+    translations = tf.where(blank[:, None], "", translations)
+    scores = tf.where(blank[:, None], 0.0, result.scores)
+    lengths = tf.reduce_sum(tf.cast(result.tokens[:, 0] != model.config.pad_id, tf.int32), axis=1)
+    return translations, scores, lengths
+
+
 def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use_cache=True,
                    sampling=None):
     """Translates a batch of strings in one graph.
 
     Args:
         texts: string `(batch,)`.
-        beam_size, alpha, decode_margin: scalars (tensors allowed).
+        beam_size: hypotheses kept per sentence; a scalar (tensors allowed).
+        alpha: the length penalty; a scalar (tensors allowed).
+        decode_margin: output up to the input length plus this many tokens;
+            a scalar (tensors allowed).
         sampling: a `Sampling` to draw the translations instead of beam
             search (`beam_size` is then not used).
 
@@ -63,40 +117,71 @@ def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use
         first; blank inputs give "" and 0.
     """
     source_ids, blank = encode_sources(tokenizer, texts, max_source_tokens(model))
-    if sampling is None:
-        result = beam_search(model, source_ids, beam_size=beam_size, alpha=alpha,
-                             decode_margin=decode_margin, use_cache=use_cache)
-    else:
-        result = greedy_search(model, source_ids, alpha=alpha, decode_margin=decode_margin,
-                               use_cache=use_cache, sampling=sampling)
-    batch, n_best = tf.shape(result.tokens)[0], tf.shape(result.tokens)[1]
-    flat = tf.reshape(result.tokens, [batch * n_best, -1])
-    translations = tf.reshape(tokenizer.detokenize(flat), [batch, n_best])
-    translations = tf.where(blank[:, None], "", translations)
-    scores = tf.where(blank[:, None], 0.0, result.scores)
+    translations, scores, _ = translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha,
+                                            decode_margin, use_cache, sampling)
     return translations, scores
 
 
+def length_batches(lengths, batch_tokens, batch_size=None):
+    """Cuts sentences into batches of at most `batch_tokens` source tokens,
+    padding counted (rows x the longest row), and at most `batch_size`
+    sentences: the longest first, so that each batch holds sentences of
+    nearly one length (CTranslate2's `batch_type="tokens"`, fairseq's
+    `--max-tokens`). A sentence longer than the budget has a batch of its own.
+
+    Args:
+        lengths: each sentence's tokens, as the search reads them (end
+            token included).
+
+    Returns:
+        A list of arrays of indexes into `lengths`.
+    """
+    order = np.argsort(-np.asarray(lengths, np.int64), kind="stable")
+    batches, start = [], 0
+    while start < len(order):
+        longest = max(int(lengths[order[start]]), 1)
+        rows = max(1, batch_tokens // longest)  # later rows are no longer
+        if batch_size:
+            rows = min(rows, batch_size)
+        batches.append(order[start:start + rows])
+        start += rows
+    return batches
+
+
 class Translator:
-    """Translates lists of sentences with a trained model and its tokenizer.
+    """Translates lists and streams of sentences with a trained model and
+    its tokenizer.
+
+    How a list (or each window of a stream) is translated, as CTranslate2
+    does: all of its sentences are tokenised at once, sorted by length, cut
+    into batches by a budget of source tokens counted with padding, and each
+    batch is searched by one traced `tf.function` (traced once for every
+    batch shape), finished sentences leaving the batch as they end; the
+    results come back in the input's order.
 
     Args:
         model: a `Transformer`.
         tokenizer: its tokenizer (a `Tokenizer`, or an imported model's).
-        beam_size, alpha, decode_margin: default to the model config's
-            (the paper's 4, 0.6 and 50). `beam_size=1` is greedy search.
-        batch_size: sentences per search; sentences are grouped by length.
+        beam_size: default: the model config's (the paper's 4); 1 is
+            greedy search.
+        alpha: the length penalty; default: the model config's (0.6).
+        decode_margin: output up to the input length plus this many tokens;
+            default: the model config's (50).
+        batch_tokens: source tokens per search, padding included (default:
+            `default_batch_tokens(beam_size)`).
+        batch_size: at most this many sentences per search (default: no
+            limit but `batch_tokens`).
         overlong: "truncate" (default) or "error", for sentences longer than
             the model accepts.
         sampling: a `Sampling` to draw each translation from the model's
             distribution (for back-translation) instead of beam search.
             Each batch draws with its own seed, made of the sampling's and
-            the batch's number, so that sentences in the same place of two
-            batches draw independently; the same sentences give the same
-            translations.
+            the index of the batch's first sentence, so that sentences in the
+            same place of two batches draw independently; the same input
+            gives the same translations.
         precision: None to decode with the model as it is, or "float32",
-            "bfloat16" (faster on CPUs with AVX-512 BF16 or AMX; the README
-            gives its speed and BLEU against float32) or "float16" (GPUs):
+            "bfloat16" (faster on CPUs with AVX-512 BF16 or AMX; the Benchmarks
+            page of the guide gives its speed and BLEU) or "float16" (GPUs):
             the search runs on a copy of the model in that precision (see
             `models.in_precision`).
 
@@ -106,7 +191,8 @@ class Translator:
     """
 
     def __init__(self, model, tokenizer, beam_size=None, alpha=None, decode_margin=None,
-                 batch_size=64, overlong="truncate", precision=None, sampling=None):
+                 batch_tokens=None, batch_size=None, overlong="truncate", precision=None,
+                 in_flight=1, sampling=None):
         if overlong not in OVERLONG:
             raise ValueError(f"overlong must be one of {OVERLONG}; got {overlong!r}.")
         config = model.config
@@ -116,18 +202,26 @@ class Translator:
         self.beam_size = config.beam_size if beam_size is None else beam_size
         self.alpha = config.length_penalty if alpha is None else alpha
         self.decode_margin = config.decode_margin if decode_margin is None else decode_margin
+        self.batch_tokens = (default_batch_tokens(self.beam_size) if batch_tokens is None
+                             else batch_tokens)
         for name, value, lowest in (("beam_size", self.beam_size, 1), ("alpha", self.alpha, 0),
-                                    ("decode_margin", self.decode_margin, 0)):
+                                    ("decode_margin", self.decode_margin, 0),
+                                    ("batch_tokens", self.batch_tokens, 1),
+                                    ("batch_size", batch_size or 1, 1)):
             if value < lowest:
                 raise ValueError(f"{name} must be >= {lowest}; got {value}.")
         self.batch_size = batch_size
         self.overlong = overlong
+        self.in_flight = in_flight
+        self._threads = None
         self.sampling = sampling
         self._translate = tf.function(
-            lambda texts, seed: translate_text(
-                model, tokenizer, texts, self.beam_size, self.alpha, self.decode_margin,
+            lambda source_ids, blank, seed: translate_ids(
+                model, tokenizer, source_ids, blank, self.beam_size, self.alpha,
+                self.decode_margin,
                 sampling=sampling and dataclasses.replace(sampling, seed=seed)),
-            input_signature=[tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.int64)],
+            input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.bool),
+                             tf.TensorSpec([], tf.int64)],
         )
 
     @classmethod
@@ -136,11 +230,15 @@ class Translator:
         present, else `model.keras` (or `model_file`), and its tokenizer."""
         return cls(*load_model_and_tokenizer(directory, model_file), **options)
 
+    def _tokenize(self, sentences):
+        """Cleaned strings -> ragged ids (no end token), one call for all."""
+        texts = tf.constant([s.encode("utf-8") for s in sentences], tf.string)
+        return self.tokenizer.tokenize(texts)
+
     def source_lengths(self, sentences):
         """The length in subword tokens of each sentence (str or bytes), as
         the model reads it (before any cut to `max_length - 1`)."""
-        texts = tf.constant([clean_text(s).encode("utf-8") for s in sentences], tf.string)
-        return [int(n) for n in self.tokenizer.tokenize(texts).row_lengths()]
+        return [int(n) for n in self._tokenize([clean_text(s) for s in sentences]).row_lengths()]
 
     def too_long(self, sentences):
         """Indexes of the sentences longer than the model's `max_length - 1`
@@ -148,46 +246,111 @@ class Translator:
         limit = max_source_tokens(self.model)
         return [i for i, n in enumerate(self.source_lengths(sentences)) if n > limit]
 
-    def translate(self, sentences, n_best=None, progress=False):
-        """Translates a list of sentences (str or bytes), one result each.
+    def translate(self, sentences, n_best=None, progress=False, on_batch=None, on_overlong=None):
+        """Translates a list of sentences (str or bytes), one result each,
+        sorting and batching the whole list together.
 
         Args:
             sentences: a list of strings.
             n_best: None for one string per sentence; an integer for lists of
                 up to `min(n_best, beam_size)` `(translation, score)` pairs.
-            progress: show a progress bar.
+            progress: show a progress bar (Keras').
+            on_batch: see `translate_stream`.
+            on_overlong: see `translate_stream`.
 
         Warns:
-            TruncationWarning: naming the sentences cut to the model's length.
+            TruncationWarning: naming the sentences cut to the model's length
+                (unless `on_overlong` is given).
         """
-        sentences = [clean_text(s) for s in sentences]
-        if not sentences:
-            return []
-        lengths = self.source_lengths(sentences)
+        sentences = list(sentences)
+        if progress:
+            bar = keras.utils.Progbar(len(sentences), unit_name="sentence")
+            on_batch = lambda count, tokens, report=on_batch: (  # noqa: E731
+                bar.add(count), report and report(count, tokens))
+        return list(self.translate_stream(sentences, n_best=n_best, window=max(len(sentences), 1),
+                                          on_batch=on_batch, on_overlong=on_overlong))
+
+    def translate_stream(self, sentences, n_best=None, window=DEFAULT_WINDOW, on_batch=None,
+                         on_overlong=None):
+        """Translates an iterable of sentences (str or bytes) of any length,
+        yielding one result per sentence in the input's order, holding only
+        `window` sentences at a time (each window is sorted and batched as
+        the class docstring says).
+
+        Args:
+            n_best: as in `translate`.
+            window: sentences read ahead and sorted together.
+            on_batch: called after each search with the number of sentences
+                it translated and the tokens of their best translations.
+            on_overlong: called for each window with sentences longer than
+                the model accepts, with their indexes (counted from 0 in the
+                whole stream) and the limit; default: a `TruncationWarning`.
+
+        Raises:
+            ValueError: with `overlong="error"`, at the first window holding
+                a sentence longer than the model accepts (nothing of that
+                window is translated).
+        """
+        if window < 1:
+            raise ValueError(f"window must be >= 1; got {window}.")
+        iterator = iter(sentences)
+        start = 0
+        while True:
+            chunk = [clean_text(s) for s in itertools.islice(iterator, window)]
+            if not chunk:
+                return
+            yield from self._translate_window(chunk, start, n_best, on_batch, on_overlong)
+            start += len(chunk)
+
+    def _translate_window(self, sentences, start, n_best, on_batch, on_overlong):
+        ids = self._tokenize(sentences)
+        lengths = ids.row_lengths().numpy()
         limit = max_source_tokens(self.model)
-        too_long = [i for i, n in enumerate(lengths) if n > limit]
-        if too_long and self.overlong == "error":
+        too_long = np.flatnonzero(lengths > limit)
+        if len(too_long) and self.overlong == "error":
+            first = int(too_long[0])
             raise ValueError(
-                f"Sentence(s) {too_long[:10]} are longer than the model's {limit} tokens "
-                f"(the first has {lengths[too_long[0]]}); shorten them or use overlong='truncate'."
-            )
-        if too_long:
-            warnings.warn(truncation_warning(too_long, limit), stacklevel=2)
-        order = np.argsort(lengths, kind="stable")[::-1]
+                f"Sentence(s) {[start + int(i) for i in too_long[:10]]} are longer than the "
+                f"model's {limit} tokens (the first has {lengths[first]}); shorten them or use "
+                "overlong='truncate'.")
+        if len(too_long):
+            indexes = [start + int(i) for i in too_long]
+            if on_overlong is None:
+                warnings.warn(truncation_warning(indexes, limit), stacklevel=3)
+            else:
+                on_overlong(indexes, limit)
+        # The sources as the search reads them (cut, end token appended),
+        # as NumPy rows: batching them is then plain NumPy, no TF ops.
+        lengths = np.minimum(lengths, limit)
+        values, splits = ids.flat_values.numpy(), ids.row_splits.numpy()
+
+        def search(rows):
+            source = np.full((len(rows), int(lengths[rows].max()) + 1), self.tokenizer.pad_id,
+                             np.int32)
+            for row, i in enumerate(rows):
+                source[row, :lengths[i]] = values[splits[i]:splits[i] + lengths[i]]
+                source[row, lengths[i]] = self.tokenizer.eos_id
+            # A sampling seed a batch, from the index of its first sentence
+            # in the stream: the same input draws the same translations.
+            seed = self.sampling.seed * 1_000_003 + start + int(rows[0]) if self.sampling else 0
+            return rows, self._translate(source, lengths[rows] == 0, tf.constant(seed, tf.int64))
+
+        batches = length_batches(lengths + 1, self.batch_tokens, self.batch_size)
+        if self.in_flight > 1:
+            if self._threads is None:
+                self._threads = concurrent.futures.ThreadPoolExecutor(self.in_flight)
+            searched = self._threads.map(search, batches)
+        else:
+            searched = map(search, batches)
         results = [None] * len(sentences)
-        bar = keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
-            seed = self.sampling.seed * 1_000_003 + start if self.sampling else 0
-            texts, scores = self._translate(tf.constant([sentences[i].encode("utf-8") for i in rows]),
-                                            tf.constant(seed, tf.int64))
-            for row, row_texts, row_scores in zip(rows, texts.numpy(), scores.numpy()):
+        for rows, (texts, scores, output_lengths) in searched:
+            for i, row_texts, row_scores in zip(rows, texts.numpy(), scores.numpy()):
                 hypotheses = [(t.decode("utf-8", errors="replace"), float(s))
                               for t, s in zip(row_texts, row_scores)]
-                results[row] = hypotheses[:n_best] if n_best else hypotheses[0][0]
-            if bar is not None:
-                bar.add(len(rows))
-        return results
+                results[i] = hypotheses[:n_best] if n_best else hypotheses[0][0]
+            if on_batch is not None:
+                on_batch(len(rows), int(output_lengths.numpy().sum()))
+        yield from results
 
 
 def load_model_and_tokenizer(directory, model_file=None):

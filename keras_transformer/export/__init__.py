@@ -4,7 +4,8 @@
   CTranslate2, each checked against the in-process model before it is
   moved into place.
 - `saved_model.ServingModule`: the functions the SavedModels serve.
-- `onnx_graphs.export`: forward, encoder and decoder-step ONNX graphs.
+- `onnx_graphs.export`: forward, encoder and decoder-step ONNX graphs;
+  `onnx_int8.quantize`: their int8 form, batch-independent.
 - `OnnxSearch`, `OnnxTranslator`: greedy and beam search over those graphs
   with onnxruntime and NumPy, and text in / text out with sentencepiece.
 - `ctranslate2_model.save`: the model as a CTranslate2 model (float32 or

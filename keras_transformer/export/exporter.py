@@ -20,10 +20,12 @@ Layout of an export folder:
                            dependency)
     export.json            what was exported and what the checks measured
 
-`quantization="int8"` stores the ONNX graphs' weights as int8
-(onnxruntime's dynamic quantization): they are first written and checked in
-float32, then quantized and checked to load and translate, and how often
-they agree with float32 goes into the report.
+`quantization="int8"` stores the ONNX graphs' weights as int8 and runs
+their matmuls in int8 with activations quantized row by row
+(`onnx_int8`), so that a sentence's translation does not depend on its
+batch: they are first written and checked in float32, then quantized and
+checked to load and translate, and how often they agree with float32 goes
+into the report.
 
 Everything is written to a temporary folder next to the destination; a
 failure (a missing or corrupt model, checkpoint or tokenizer, a check that
@@ -54,6 +56,7 @@ from keras_transformer.export import (
     ctranslate2_model,
     onnx_beam_search,
     onnx_graphs,
+    onnx_int8,
     onnx_text,
     saved_model,
 )
@@ -146,7 +149,7 @@ def export_run(run_dir, output_dir, formats=DEFAULT_FORMATS, model_file=None, ch
     translating, with its agreement measured and reported. `precision` is
     the one the SavedModels decode in ("bfloat16" is faster on CPUs with
     AVX-512 BF16 or AMX, "float16" on GPUs; see `models.in_precision`),
-    checked against the same precision in process.
+    checked as `_write_and_check_saved_models` says.
 
     Raises:
         FileExistsError: `output_dir` exists and `overwrite` is False
@@ -177,15 +180,6 @@ def export_run(run_dir, output_dir, formats=DEFAULT_FORMATS, model_file=None, ch
     return report
 
 
-def _searched(model, tokenizer, source):
-    """What the in-process model gives for the check sentences: the beam
-    search of their ids and their translations."""
-    with warnings.catch_warnings():  # a check sentence may be longer than the model accepts
-        warnings.simplefilter("ignore", TruncationWarning)
-        return beam_search(model, source), Translator(model, tokenizer).translate(
-            list(CHECK_SENTENCES))
-
-
 def _write_and_check(model, tokenizer, folder, formats, quantization, precision):
     tokenizer.save(folder)
     source, target = _check_ids(tokenizer, model)
@@ -202,34 +196,8 @@ def _write_and_check(model, tokenizer, folder, formats, quantization, precision)
         report["formats"]["keras"] = {"path": "model.keras", "max_logit_difference": difference}
 
     if "saved_model" in formats:
-        # The SavedModels decode in `precision`, checked against the same
-        # precision in process.
-        serving = in_precision(model, precision)
-        serving_search, serving_text = _searched(serving, tokenizer, source)
-        core_path = saved_model.save(serving, os.path.join(folder, "saved_model_core"))
-        paths = ["saved_model_core"]
-        # A tokenizer that is not TensorFlow ops (FSMT's Moses tokenization)
-        # cannot go into a SavedModel: such models serve ids only.
-        if tokenizer.in_graph:
-            text_path = saved_model.save(serving, os.path.join(folder, "saved_model"), tokenizer)
-            text = tf.saved_model.load(text_path).signatures["serving_default"](
-                text=tf.constant(list(CHECK_SENTENCES)))
-            translations = [t.decode() for t in text["translations"].numpy()]
-            _require(translations == serving_text,
-                     "the SavedModel translated differently from the Translator")
-            paths.insert(0, "saved_model")
-        core = tf.saved_model.load(core_path).signatures["search_ids"](
-            source_ids=tf.constant(source), beam_size=tf.constant(model.config.beam_size),
-            alpha=tf.constant(float(model.config.length_penalty)),
-            decode_margin=tf.constant(model.config.decode_margin))
-        _require(np.array_equal(core["target_ids"].numpy(), serving_search.tokens.numpy()),
-                 "the core SavedModel's search_ids differs from the in-process beam search")
-        report["formats"]["saved_model"] = {
-            "paths": paths, "precision": precision,
-            "signatures": {path: saved_model.signature_names(text=path == "saved_model")
-                           for path in paths},
-            "translations_match": tokenizer.in_graph, "search_ids_match": True,
-        }
+        report["formats"]["saved_model"] = _write_and_check_saved_models(
+            in_precision(model, precision), tokenizer, folder, inputs, expected_logits)
 
     if "onnx" in formats:
         expected_search = beam_search(model, source)
@@ -244,6 +212,74 @@ def _write_and_check(model, tokenizer, folder, formats, quantization, precision)
             "path": "ctranslate2", "quantization": quantization,
             **_check_ctranslate2(model, tokenizer, directory, exact=quantization == "float32")}
     return report
+
+
+LOGIT_TOLERANCE = {"float32": 1e-5, "float16": 2**-6, "bfloat16": 2**-3}
+"""How far a SavedModel's logits may be from the float32 model's, relative
+to the largest float32 logit: rounding only in float32; in float16 and
+bfloat16 about 32 half-units of the last place (2**-11 and 2**-8) of the
+format, more than the largest difference measured on the test models
+(1.8e-3 and 3.8e-2) and far less than wrong weights give."""
+
+
+def _write_and_check_saved_models(serving, tokenizer, folder, inputs, float32_logits):
+    """Writes saved_model_core/ (and saved_model/, for a tokenizer made of
+    TensorFlow ops) decoding in `serving`'s precision, and checks:
+    - loaded back, each gives exactly what the same functions give in this
+      process before saving, text in (tokenizer, search, weights), ids in
+      and logits (what the files hold is complete);
+    - their logits are the float32 model's within `LOGIT_TOLERANCE` of its
+      precision (the functions compute this model).
+    Equality with the `Translator`'s translations is measured
+    (`translator_agreement`), not required: the Translator sorts sentences
+    by length, and a sentence's rounding can change with its place in the
+    batch (bfloat16 on CPUs without native bfloat16, such as AVX2 ones,
+    flips translations that way; float32 moves logits by about 1e-6)."""
+    precision = serving.dtype_policy.name
+    config = serving.config
+    ids = {"source_ids": tf.constant(inputs["source_ids"])}
+    settings = {"beam_size": tf.constant(config.beam_size),
+                "alpha": tf.constant(float(config.length_penalty)),
+                "decode_margin": tf.constant(config.decode_margin)}
+    text = {"text": tf.constant(list(CHECK_SENTENCES))}
+    # One call of each computation: text in (tokenizer, search, weights),
+    # ids in, logits. `translate` and `encode` are variants of these.
+    checks = {"saved_model": {"serving_default": text},
+              "saved_model_core": {"search_ids": ids | settings,
+                                   "logits": ids | {"target_ids": tf.constant(inputs["target_ids"])}}}
+    report = {"paths": [], "precision": precision, "signatures": {}}
+    # A tokenizer that is not TensorFlow ops (FSMT's Moses tokenization)
+    # cannot go into a SavedModel: such models serve ids only.
+    for path, module_tokenizer in (("saved_model", tokenizer), ("saved_model_core", None)):
+        if path == "saved_model" and not tokenizer.in_graph:
+            continue
+        module = saved_model.ServingModule(serving, module_tokenizer)
+        loaded = tf.saved_model.load(module.save(os.path.join(folder, path))).signatures
+        for name, call in checks[path].items():
+            served, expected = loaded[name](**call), getattr(module, name)(**call)
+            _require(all(np.array_equal(served[key].numpy(), expected[key].numpy())
+                         for key in expected),
+                     f"{path}'s {name} gives other outputs loaded than in this process")
+            if name == "serving_default":
+                report["translator_agreement"] = _agreement(
+                    [t.decode() for t in served["translations"].numpy()],
+                    _translations(serving, tokenizer))
+        report["paths"].append(path)
+        report["signatures"][path] = saved_model.signature_names(text=module_tokenizer is not None)
+    logits = module.logits(**checks["saved_model_core"]["logits"])["logits"].numpy()
+    difference = float(np.abs(logits - float32_logits).max() / np.abs(float32_logits).max())
+    _require(difference <= LOGIT_TOLERANCE[precision],
+             f"the SavedModels' logits are {difference:.3g} of the largest logit away from the "
+             f"float32 model's (more than {LOGIT_TOLERANCE[precision]:.3g} in {precision})")
+    report["relative_logit_difference"] = difference
+    return report
+
+
+def _translations(model, tokenizer):
+    """The `Translator`'s translations of the check sentences."""
+    with warnings.catch_warnings():  # a check sentence may be longer than the model accepts
+        warnings.simplefilter("ignore", TruncationWarning)
+        return Translator(model, tokenizer).translate(list(CHECK_SENTENCES))
 
 
 def _check_ctranslate2(model, tokenizer, directory, exact):
@@ -311,9 +347,9 @@ def _write_and_check_onnx(model, tokenizer, directory, inputs, expected_logits, 
     if quantization == "int8":
         for name in ("forward", "encoder", "decoder_step"):
             path = os.path.join(directory, f"{name}.onnx")
-            onnx.save(onnx_graphs.quantize(onnx.load(path)), path)
+            onnx.save(onnx_int8.quantize(onnx.load(path)), path)
         if subgraphs is not None:
-            subgraphs = tuple(onnx_graphs.quantize(proto) for proto in subgraphs)
+            subgraphs = tuple(onnx_int8.quantize(proto) for proto in subgraphs)
             onnx.save(onnx_text.translate_model(model, tokenizer, subgraphs), translate_path)
         int8_logits, int8_tokens, int8_translations = _run_onnx(directory, inputs,
                                                                 subgraphs is not None)

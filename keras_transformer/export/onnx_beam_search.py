@@ -27,7 +27,7 @@ contract, `model_type=1`):
 The operator repeats the encoder's outputs for each beam and reorders the
 self caches between steps. The model parts of both are converted by tf2onnx
 from `encoder_function` and `decoder_function` (`subgraph_models`, which
-`onnx_graphs.quantize` can take for int8 weights).
+`onnx_int8.quantize` can take for int8 weights).
 
 How its search is made to be ours (`keras_transformer.decoding`):
 - log-softmax, then padding and the start id banned (`vocab_mask`, applied
@@ -142,7 +142,7 @@ def subgraph_models(model, opset=OPSET):
     """The model parts of the encoder and decoder subgraphs as standalone
     `onnx.ModelProto`s, converted with tf2onnx, inputs and outputs named and
     ordered as the operator expects (`search_nodes` adds the search's rule
-    for the output limit). Standalone, so that `onnx_graphs.quantize` can
+    for the output limit). Standalone, so that `onnx_int8.quantize` can
     take them."""
     models = []
     for function, inputs, outputs in (

@@ -17,9 +17,7 @@ own loop: the search lives in `onnx_runner.py`.
   `new_self_keys_<i>`, `new_self_values_<i>`.
 """
 
-import logging
 import os
-import tempfile
 
 import onnx
 import tensorflow as tf
@@ -106,36 +104,3 @@ def export(model, directory, opset=OPSET):
         onnx.save(convert(make(model), opset), path)
         paths[name] = path
     return paths
-
-
-def quantize(proto):
-    """The model with int8 weights (onnxruntime's dynamic quantization: the
-    matmuls' and embeddings' weights are stored as int8 with a scale,
-    activations are quantized on the fly)."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    # Its advice to pre-process first (symbolic shape inference) is left
-    # out: that fails on these graphs and made no int8 graph faster here.
-    advice = _DropMessage("run pre-processing before quantization")
-    logging.getLogger().addFilter(advice)
-    try:
-        with tempfile.TemporaryDirectory() as scratch:
-            source = os.path.join(scratch, "float32.onnx")
-            target = os.path.join(scratch, "int8.onnx")
-            onnx.save(proto, source)
-            quantize_dynamic(source, target, weight_type=QuantType.QInt8,
-                             extra_options={"EnableSubgraph": True})
-            return onnx.load(target)
-    finally:
-        logging.getLogger().removeFilter(advice)
-
-
-class _DropMessage(logging.Filter):
-    """Drops log records that contain `text`."""
-
-    def __init__(self, text):
-        super().__init__()
-        self.text = text
-
-    def filter(self, record):
-        return self.text not in record.getMessage()

@@ -84,6 +84,11 @@ class ServingModule(tf.Module):
         names = signature_names(self.tokenizer is not None)
         return {name: getattr(self, name).get_concrete_function() for name in names}
 
+    def save(self, path):
+        """Writes the SavedModel to `path` and returns `path`."""
+        tf.saved_model.save(self, path, signatures=self.signatures())
+        return path
+
 
 def signature_names(text):
     """The signatures of a text SavedModel (`text=True`) or a core one."""
@@ -94,6 +99,4 @@ def signature_names(text):
 def save(model, path, tokenizer=None):
     """Writes a SavedModel of `model` (with text signatures if a tokenizer is
     given) to `path`."""
-    module = ServingModule(model, tokenizer)
-    tf.saved_model.save(module, path, signatures=module.signatures())
-    return path
+    return ServingModule(model, tokenizer).save(path)

@@ -31,7 +31,8 @@ class MultiHeadAttention(keras.layers.Layer):
             dimension of the query.
         use_bias: whether the query, value and output projections have biases
             (the key projection never has one: the softmax cancels it).
-        kernel_initializer, bias_initializer: for the four projections.
+        kernel_initializer: for the four projections.
+        bias_initializer: for the four projections.
 
     Call arguments:
         query: `(batch, target_length, dim)`.

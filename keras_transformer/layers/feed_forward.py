@@ -21,7 +21,8 @@ class PositionwiseFeedForward(keras.layers.Layer):
             calls it `relu_dropout`). The residual dropout around this layer
             belongs to the encoder and decoder layers.
         output_dim: defaults to the input's last dimension (d_model).
-        kernel_initializer, bias_initializer: for both dense layers.
+        kernel_initializer: for both dense layers.
+        bias_initializer: for both dense layers.
 
     Example:
 

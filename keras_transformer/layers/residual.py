@@ -37,7 +37,8 @@ class TransformerLayerBase(keras.layers.Layer):
     Args:
         num_heads: number of attention heads h.
         d_ff: inner size of the feed-forward network.
-        key_dim, value_dim: per-head sizes d_k, d_v; default d_model / h.
+        key_dim: per-head size d_k of queries and keys; default d_model / h.
+        value_dim: per-head size d_v of values; default d_model / h.
         dropout: residual dropout P_drop on each sub-layer output.
         attention_dropout: dropout on the attention weights (0 in the paper).
         ffn_dropout: dropout on the feed-forward inner activations (0 in the
@@ -45,7 +46,8 @@ class TransformerLayerBase(keras.layers.Layer):
         activation: feed-forward activation (ReLU in the paper).
         norm_first: pre-norm instead of the paper's post-norm.
         layer_norm_epsilon: epsilon of the LayerNorms.
-        kernel_initializer, bias_initializer: for every dense projection.
+        kernel_initializer: for every dense projection.
+        bias_initializer: for every dense projection.
     """
 
     def __init__(

@@ -10,6 +10,7 @@ from keras_transformer.layers.positional_encoding import STYLES as SINUSOIDS
 from keras_transformer.textfiles import read_json
 
 POSITIONAL_ENCODINGS = ("sinusoidal", "learned")
+LEARNING_RATE_DECAYS = ("inverse_sqrt", "linear")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +66,9 @@ class TransformerConfig:
     Training recipe (paper section 5), used by `keras_transformer.training`:
         warmup_steps: of the learning-rate schedule (4000).
         learning_rate_scale: multiplies the paper's learning-rate curve.
+        learning_rate_decay: after the warmup, "inverse_sqrt" (the paper's)
+            or "linear" (to zero at the run's last update; not in the paper,
+            see `training.LinearDecaySchedule`).
         adam_beta_1, adam_beta_2, adam_epsilon: 0.9, 0.98, 1e-9.
         batch_tokens: source (and target) tokens per update (about 25,000).
         train_steps: updates (100k for base, 300k for big).
@@ -103,6 +107,7 @@ class TransformerConfig:
     eos_id: int = 3
     warmup_steps: int = 4000
     learning_rate_scale: float = 1.0
+    learning_rate_decay: str = "inverse_sqrt"
     adam_beta_1: float = 0.9
     adam_beta_2: float = 0.98
     adam_epsilon: float = 1e-9
@@ -142,6 +147,8 @@ class TransformerConfig:
         except ValueError:
             _require("activation", False, "the name of a Keras activation such as 'relu'")
         _require("sinusoid", self.sinusoid in SINUSOIDS, f"one of {SINUSOIDS}")
+        _require("learning_rate_decay", self.learning_rate_decay in LEARNING_RATE_DECAYS,
+                 f"one of {LEARNING_RATE_DECAYS}")
         for name in ("pad_id", "unk_id", "decoder_start_id", "eos_id"):
             _require(name, _is_int(getattr(self, name)) and getattr(self, name) >= 0,
                      "an integer >= 0")

@@ -186,9 +186,16 @@ class Transformer(keras.Model):
         logits = self._logits(x)
         return (logits, scores) if return_attention_scores else logits
 
-    def _logits(self, x):
+    def _logits(self, x, output_weights=None):
         x = x if self.decoder_norm is None else self.decoder_norm(x)
-        return self.target_embedding(x, reverse=True)
+        return self.target_embedding(x, reverse=True, transposed=output_weights)
+
+    def output_weights(self):
+        """The output projection's matrix, `(d_model, target_vocab_size)`
+        (the transposed target embedding), for `decode_step` and
+        `decode_step_growing`: a decoding loop that computes it once, before
+        the loop, saves a transpose of the embedding at every step."""
+        return self.target_embedding.transposed_embeddings()
 
     def attention_weights(self, source_ids, target_ids):
         """The attention weights of every layer for one teacher-forced pass
@@ -266,7 +273,7 @@ class Transformer(keras.Model):
             ],
         }
 
-    def decode_step(self, target_ids, index, cache):
+    def decode_step(self, target_ids, index, cache, output_weights=None):
         """Runs the decoder on the tokens at positions `index ...` only.
 
         Args:
@@ -274,29 +281,34 @@ class Transformer(keras.Model):
                 the rows of `initial_cache`.
             index: integer scalar, position of `target_ids[:, 0]`.
             cache: from `initial_cache` or the previous step.
+            output_weights: `output_weights()`, computed once by the caller
+                (faster); None computes the projection from the embedding.
 
         Returns:
             `(logits, cache)`: logits `(rows, steps, target_vocab_size)` equal
             to the rows `index ...` of the full forward pass, and the cache
             with these positions' keys and values written in.
         """
-        return self._cached_step(target_ids, index, cache, grow=False)
+        return self._cached_step(target_ids, index, cache, grow=False,
+                                 output_weights=output_weights)
 
-    def decode_step_growing(self, target_ids, cache):
+    def decode_step_growing(self, target_ids, cache, output_weights=None):
         """`decode_step` with self-attention caches that grow: they hold the
         keys and values of the positions decoded so far, `(rows, heads,
         past_length, head_dim)`, and this step's are concatenated behind
         them. The tokens' position is the caches' length, so no index is
-        given. Start from `initial_cache(..., max_length=None)` (empty caches).
+        given. Start from `initial_cache(..., max_length=None)` (empty caches);
+        `output_weights` as in `decode_step`.
 
         Returns:
             `(logits, cache)`: logits `(rows, steps, target_vocab_size)` equal
             to the rows `past_length ...` of the full forward pass, and the
             cache with self-attention caches `past_length + steps` long.
         """
-        return self._cached_step(target_ids, ops.shape(cache["self_keys"][0])[2], cache, grow=True)
+        return self._cached_step(target_ids, ops.shape(cache["self_keys"][0])[2], cache, grow=True,
+                                 output_weights=output_weights)
 
-    def _cached_step(self, target_ids, index, cache, grow):
+    def _cached_step(self, target_ids, index, cache, grow, output_weights=None):
         x = self.target_positions(self.target_embedding(target_ids), start_index=index)
         self_keys, self_values = [], []
         for i, layer in enumerate(self.decoder_layers):
@@ -310,7 +322,8 @@ class Transformer(keras.Model):
             )
             self_keys.append(keys)
             self_values.append(values)
-        return self._logits(x), cache | {"self_keys": self_keys, "self_values": self_values}
+        return (self._logits(x, output_weights),
+                cache | {"self_keys": self_keys, "self_values": self_values})
 
     # ---------------------------------------------------------- serialisation
 

@@ -148,8 +148,9 @@ def translate_corpus(export_dir, pattern, output, runtime="saved_model", decodin
         output: the folder to write.
         runtime: "saved_model" or "ctranslate2" (`ExportModelHandler`).
         decoding: a `Decoding` (defaults: the export's).
-        batch_size, batch_tokens: most sentences and tokens (padding
-            included) in a batch; `batch_tokens=None` counts sentences only.
+        batch_size: most sentences in a batch.
+        batch_tokens: most tokens in a batch, padding included; None counts
+            sentences only.
         shards: output files of translations (0: the runner chooses).
         parallel_corpus: also write `corpus/train.tsv`.
         beam_args: Beam pipeline options.

@@ -3,7 +3,8 @@
 On any Keras backend (`keras.ops` only; importing them imports no TensorFlow):
 - `LabelSmoothedCrossEntropy`, `token_statistics`: the loss and metrics.
 - `TransformerSchedule`, `paper_optimizer`, `fine_tuning_recipe`: Adam and
-  the warmup schedule. With these, `model.compile(optimizer=
+  the warmup schedule; `LinearDecaySchedule`, `learning_rate_schedule`: the
+  same warmup with a linear decay to zero, for runs of known length. With these, `model.compile(optimizer=
   paper_optimizer(config), loss=LabelSmoothedCrossEntropy(...))` and
   `model.fit` train a `Transformer` on one device with plain Keras.
 
@@ -25,8 +26,10 @@ import keras
 
 from keras_transformer.training.loss import LabelSmoothedCrossEntropy, token_statistics
 from keras_transformer.training.schedule import (
+    LinearDecaySchedule,
     TransformerSchedule,
     fine_tuning_recipe,
+    learning_rate_schedule,
     paper_optimizer,
 )
 
@@ -75,11 +78,13 @@ __all__ = [
     "FusedAdam",
     "LabelSmoothedCrossEntropy",
     "Trainer",
+    "LinearDecaySchedule",
     "TransformerSchedule",
     "average_checkpoints",
     "checkpoint_paths",
     "fine_tuning_recipe",
     "is_chief",
+    "learning_rate_schedule",
     "make_strategy",
     "paper_optimizer",
     "set_precision",

@@ -35,12 +35,16 @@ class CheckpointCallback(keras.callbacks.Callback):
     Args:
         directory: where checkpoints go (`ckpt-<step>.*`). For several
             machines it must be a folder all of them can read.
-        model, optimizer: the state to save and restore.
+        model: the model whose weights are saved and restored.
+        optimizer: the optimizer whose state is saved and restored.
         strategy: the training strategy; only the chief's checkpoints are
             kept (every worker writes, as collective ops require).
         keep: how many of the newest checkpoints to keep.
-        every_steps, every_minutes: save when either has passed since the
-            last save (at least one must be given).
+        every_steps: save when this many steps have passed since the last
+            save (this or `every_minutes`, whichever comes first; at least
+            one must be given).
+        every_minutes: save when this many minutes have passed since the
+            last save.
 
     Each save is also appended to `<directory>/saved.jsonl` (step, path,
     time), a record that survives the pruning of old checkpoints.

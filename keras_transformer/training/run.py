@@ -10,7 +10,8 @@ The output folder holds:
     logs/               TensorBoard event files and metrics.jsonl
     model.keras         the final weights
     averaged.keras      the mean of the last K checkpoints (the paper's
-                        checkpoint averaging), the model to decode with
+                        checkpoint averaging), or the final weights where
+                        those validate better: the model to decode with
 
 Run the same command again on the same folder to resume a stopped run.
 
@@ -51,7 +52,12 @@ from keras_transformer.training.distribution import (
     make_strategy,
     set_precision,
 )
-from keras_transformer.training.schedule import fine_tuning_recipe, paper_optimizer
+from keras_transformer.training.schedule import (
+    LinearDecaySchedule,
+    fine_tuning_recipe,
+    learning_rate_schedule,
+    paper_optimizer,
+)
 from keras_transformer.training.trainer import Trainer
 
 
@@ -95,18 +101,37 @@ class RunOptions:
 
 class TimeBudget(keras.callbacks.Callback):
     """Stops training after `minutes` of it (the final checkpoint is still
-    written by `CheckpointCallback.on_train_end`)."""
+    written by `CheckpointCallback.on_train_end`).
 
-    def __init__(self, minutes):
+    With a `LinearDecaySchedule` it also places the schedule's end where
+    the time runs out: after the first `MEASURE_SECONDS` (tracing and the
+    input pipeline's start included) and then every `REESTIMATE_EVERY`
+    updates, it sets `total_steps` to the update the step rate measured so
+    far reaches at the deadline (at most `last_step`), so that the rate is
+    near zero when training stops, on a fast machine or a slow one."""
+
+    MEASURE_SECONDS = 60
+    REESTIMATE_EVERY = 25
+
+    def __init__(self, minutes, schedule=None, last_step=None):
         super().__init__()
         self.seconds = minutes * 60
+        self.schedule = schedule if isinstance(schedule, LinearDecaySchedule) else None
+        self.last_step = last_step
 
     def on_train_begin(self, logs=None):
-        self.started = time.monotonic()
+        self.started, self.updates = time.monotonic(), 0
 
     def on_train_batch_end(self, batch, logs=None):
-        if time.monotonic() - self.started >= self.seconds:
+        elapsed = time.monotonic() - self.started
+        self.updates += 1
+        if elapsed >= self.seconds:
             self.model.stop_training = True
+        elif (self.schedule is not None and elapsed >= self.MEASURE_SECONDS
+              and self.updates % self.REESTIMATE_EVERY == 0):
+            reached = logs["step"] + (self.seconds - elapsed) * self.updates / elapsed
+            end = min(reached, self.last_step or reached)
+            self.schedule.total_steps.assign(max(end, self.schedule.warmup_steps + 1.0))
 
 
 def resolve_config(options):
@@ -285,7 +310,8 @@ def _train_from(options, strategy, chief, config, corpus, tokenizer, start, init
         model = transformer(config, tokenizer.vocab_size, tokenizer.target_vocab_size)
         if initial_weights is not None:
             model.set_weights(initial_weights)
-        optimizer = paper_optimizer(config)
+        schedule = learning_rate_schedule(config, total_steps=steps)
+        optimizer = paper_optimizer(config, schedule)
     trainer = Trainer(model, optimizer, strategy, config.label_smoothing,
                       options.accumulation_steps, jit_compile=options.xla)
     keep = options.keep_checkpoints or config.average_checkpoints
@@ -293,7 +319,7 @@ def _train_from(options, strategy, chief, config, corpus, tokenizer, start, init
                                     every_steps=options.checkpoint_every_steps,
                                     every_minutes=options.checkpoint_every_minutes)]
     if options.time_budget_minutes:
-        callbacks.append(TimeBudget(options.time_budget_minutes))
+        callbacks.append(TimeBudget(options.time_budget_minutes, schedule, steps))
     print(f"Training {model.count_params() / 1e6:.1f}M parameters on {replicas} replica(s) "
           f"from step {start} to {steps}, {config.batch_tokens} tokens per update.")
     started = time.monotonic()
@@ -314,10 +340,39 @@ def _train_from(options, strategy, chief, config, corpus, tokenizer, start, init
     if chief:
         with replace_path(os.path.join(options.output_dir, "model.keras")) as path:
             model.save(path)
-        summary["averaged_checkpoints"] = average_run(options.output_dir, last=keep, model=model)
+    # Every worker evaluates (the evaluation is collective); the chief saves.
+    summary["averaging"] = _average_if_better(options.output_dir, keep, model, trainer,
+                                              validation_batches, save=chief)
+    if chief:
         write_json(os.path.join(options.output_dir, "run.json"), summary)
         print(f"Saved model.keras and averaged.keras in {options.output_dir}.")
     return summary
+
+
+def _average_if_better(output_dir, last, model, trainer, validation_batches, save):
+    """Averages the last `last` checkpoints (the paper's checkpoint
+    averaging) and keeps the average as averaged.keras unless the final
+    weights have the lower validation perplexity; then averaged.keras holds
+    the final weights. A run stopped while it still
+    improves fast (a short time budget) has checkpoints far behind its end,
+    whose average is worse than the end. Returns what was compared and
+    kept."""
+    final_weights = model.get_weights()
+    final = trainer.evaluate(validation_batches)["perplexity"]
+    paths = checkpoint_paths(os.path.join(output_dir, "checkpoints"))[-last:]
+    average_checkpoints(model, paths)
+    averaged = trainer.evaluate(validation_batches)["perplexity"]
+    kept = "final weights" if final < averaged else "average"
+    if kept != "average":
+        model.set_weights(final_weights)
+    if save:
+        with replace_path(os.path.join(output_dir, "averaged.keras")) as path:
+            model.save(path)
+        print(f"Validation perplexity {averaged:.2f} for the average of {len(paths)} checkpoints "
+              f"({', '.join(os.path.basename(p) for p in paths)}), {final:.2f} for the final "
+              f"weights: averaged.keras holds the {kept}.")
+    return {"checkpoints": paths, "val_perplexity_averaged": averaged,
+            "val_perplexity_final": final, "kept": kept}
 
 
 def average_run(output_dir, last=None, model=None, output_file="averaged.keras"):

@@ -37,7 +37,8 @@ class Trainer:
     inputs and logits output) on batches from `keras_transformer.data`.
 
     Args:
-        model, optimizer: created inside `strategy.scope()`.
+        model: the model, created inside `strategy.scope()`.
+        optimizer: its optimizer, created inside `strategy.scope()`.
         strategy: a `tf.distribute.Strategy` (see `make_strategy`).
         label_smoothing: eps_ls.
         accumulation_steps: micro-batches per update; the update uses their

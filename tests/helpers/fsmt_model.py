@@ -18,6 +18,7 @@ import torch
 from transformers import FSMTConfig, FSMTForConditionalGeneration, FSMTTokenizer
 
 from helpers.fsmt_files import SOURCE_CORPUS, TARGET_CORPUS, write_fsmt_tokenizer_files
+from helpers.hf_models import one_torch_thread
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,14 +117,8 @@ def _train(model, files, steps, batch_size=16):
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=3e-3)
     generator = torch.Generator().manual_seed(0)
     model.train()
-    # One thread: on a shared small machine PyTorch's thread pool waits for
-    # busy cores and a few seconds of training take minutes.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         _steps(model, optimizer, generator, source, labels, inputs, steps, batch_size, files.pad_id)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _steps(model, optimizer, generator, source, labels, inputs, steps, batch_size, pad_id):

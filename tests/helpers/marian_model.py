@@ -13,6 +13,7 @@ gamma and beta, or a dropped bias, cannot pass).
 import torch
 from transformers import MarianConfig, MarianMTModel
 
+from helpers.hf_models import one_torch_thread
 from helpers.marian_files import sentence_pairs, write_marian_tokenizer_files
 
 
@@ -60,6 +61,11 @@ def _train(model, files, steps, batch_size=32):
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     generator = torch.Generator().manual_seed(0)
     model.train()
+    with one_torch_thread():
+        _steps(model, files, tokenizer, pairs, optimizer, generator, steps, batch_size)
+
+
+def _steps(model, files, tokenizer, pairs, optimizer, generator, steps, batch_size):
     for _ in range(steps):
         rows = torch.randint(len(pairs), (batch_size,), generator=generator).tolist()
         batch = tokenizer([pairs[i][0] for i in rows], text_target=[pairs[i][1] for i in rows],

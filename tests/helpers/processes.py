@@ -88,9 +88,10 @@ print(json.dumps({"translations": translations,
 """
 
 # Translates with translate.onnx as the README shows, with only onnxruntime
-# and onnxruntime-extensions: reads {"path", "sentences", "settings": [...]}
-# from standard input, prints the translations and scores for each settings
-# dict, and which of TensorFlow and keras_transformer got imported.
+# and onnxruntime-extensions: reads {"path", "batches": [[sentence, ...], ...],
+# "settings": [...]} from standard input, translates each batch in one call,
+# prints for each settings dict the translations and scores of all batches
+# in order, and which of TensorFlow and keras_transformer got imported.
 TRANSLATE_ONNX_PROCESS = """
 import json, sys
 import numpy as np, onnxruntime, onnxruntime_extensions
@@ -101,10 +102,14 @@ session = onnxruntime.InferenceSession(request["path"], options)
 types = {"beam_size": np.int32, "n_best": np.int32, "alpha": np.float32, "decode_margin": np.int32}
 runs = []
 for settings in request["settings"]:
-    feeds = {"text": np.array(request["sentences"], dtype=object)}
-    feeds.update({name: np.array(value, types[name]) for name, value in settings.items()})
-    translations, scores = session.run(None, feeds)
-    runs.append({"translations": translations.tolist(), "scores": scores.tolist()})
+    run = {"translations": [], "scores": []}
+    for batch in request["batches"]:
+        feeds = {"text": np.array(batch, dtype=object)}
+        feeds.update({name: np.array(value, types[name]) for name, value in settings.items()})
+        translations, scores = session.run(None, feeds)
+        run["translations"] += translations.tolist()
+        run["scores"] += scores.tolist()
+    runs.append(run)
 loaded = sorted(name for name in ("tensorflow", "keras_transformer") if name in sys.modules)
 print(json.dumps({"runs": runs, "loaded": loaded}))
 """

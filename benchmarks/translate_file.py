@@ -1,0 +1,201 @@
+"""Translating a whole file of real text, as users do: our `Translator` and
+`examples/translate.py` against CTranslate2 float32 built from the same
+weights by our exporter, side by side in one run.
+
+    apt-get install trans-de-en          # the Ding dictionary
+    pip install ".[ctranslate2]"
+    python benchmarks/translate_file.py runs/small runs/base [--sentences 2000 --repeats 2]
+
+The file: `--sentences` whole German sentences (4+ words ending in . ? or !)
+of the Ding dictionary, evenly spread over it in dictionary order (mixed
+lengths; most are in the runs' training split). For each run (a training
+output folder) and each search (beam 4 and greedy; the model's alpha and
+decode margin), float32:
+- ours: `Translator.translate` in this process, warm (traced before
+  timing), default batching;
+- CTranslate2 float32 (`translate_batch` over SentencePiece pieces, as
+  `benchmarks/ctranslate2_file.py` drives it, with the export's decoding
+  settings) with `max_batch_size=32` sentences, and with
+  `batch_type="tokens"`, `max_batch_size=--ct2-tokens`;
+- whole processes, from start to written file, TensorFlow's import
+  included: `examples/translate.py RUN --input FILE --output OUT` and
+  `benchmarks/ctranslate2_file.py` (CTranslate2, `max_batch_size=32`).
+
+Every contender is warmed up on the first 16 lines (our search traces
+once for every batch shape), then timed in turns (each once, then again,
+`--repeats` times; the median counts; `--no-processes` leaves out the two
+processes), so that the ratios compare runs made at the same
+time on a machine whose speed drifts. Target tokens are the SentencePiece
+pieces of each contender's translations (one count rule for all); "same"
+is the share of translations equal to our Translator's. oneDNN's
+instruction set can be capped with ONEDNN_MAX_CPU_ISA=AVX2 (and
+CTranslate2's with CT2_FORCE_CPU_ISA=AVX2) in the environment.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+from common import machine, timed_interleaved  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SEARCHES = (("beam 4", 4), ("greedy", 1))
+
+
+def ding_sentences(count, path=None):
+    """`count` whole German sentences of Ding, evenly spread over it."""
+    from keras_transformer.data.ding import DEFAULT_PATH, parse_line
+    from keras_transformer.evaluation import is_full_sentence
+
+    seen, sentences = set(), []
+    with open(path or DEFAULT_PATH, encoding="utf-8", errors="replace") as file:
+        for line in file:
+            for german, _ in parse_line(line):
+                if is_full_sentence(german) and german not in seen:
+                    seen.add(german)
+                    sentences.append(german)
+    if len(sentences) < count:
+        raise ValueError(f"Ding has {len(sentences)} whole sentences, fewer than {count}.")
+    return [sentences[i * len(sentences) // count] for i in range(count)]
+
+
+def export_ctranslate2(run_dir, folder):
+    """The run's model as a CTranslate2 float32 model in `folder`."""
+    from keras_transformer.decoding import load_model_and_tokenizer
+    from keras_transformer.export import ctranslate2_model
+
+    model, tokenizer = load_model_and_tokenizer(run_dir)
+    return ctranslate2_model.save(model, tokenizer, folder)
+
+
+class _Run:
+    """A contender: `run()` translates the file; `warm()` translates its
+    first lines (tracing our search once; it serves every batch shape)."""
+
+    def __init__(self, translate, lines):
+        self.translate, self.lines = translate, lines
+
+    def __call__(self):
+        return self.translate(self.lines)
+
+    def warm(self):
+        self.translate(self.lines[:16])
+
+
+def contenders(run_dir, folder, lines, files, ct2_tokens, processes=True):
+    """name -> callable returning the translations, for one run."""
+    import ctranslate2
+    import sentencepiece
+
+    sys.path.insert(0, HERE)
+    from ctranslate2_file import translate as ct2_translate
+    from keras_transformer.decoding import Translator
+    from keras_transformer.textfiles import read_json
+
+    tokenizer = sentencepiece.SentencePieceProcessor(
+        model_file=os.path.join(folder, "tokenizer.model"))
+    defaults = read_json(os.path.join(folder, "decoding.json"))
+    ct2 = ctranslate2.Translator(folder, device="cpu", compute_type="float32")
+    source, output = files
+
+    def process(command):
+        def run():
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            with open(output, encoding="utf-8") as file:
+                return file.read().splitlines()
+        return run
+
+    runs = {}
+    for search, beam in SEARCHES:
+        translator = Translator.from_directory(run_dir, beam_size=beam)
+        runs[f"{search}: ours, Translator"] = _Run(translator.translate, lines)
+        for batching, options in (("32 sentences", dict(max_batch_size=32)),
+                                  (f"{ct2_tokens} tokens", dict(max_batch_size=ct2_tokens,
+                                                                batch_type="tokens"))):
+            runs[f"{search}: CTranslate2, {batching}"] = _Run(
+                lambda lines, beam=beam, options=options: ct2_translate(
+                    ct2, tokenizer, lines, beam, defaults, **options), lines)
+        if not processes:
+            continue
+        runs[f"{search}: ours, translate.py process"] = process(
+            [sys.executable, os.path.join(ROOT, "examples", "translate.py"), run_dir,
+             "--input", source, "--output", output, "--overwrite", "--beam-size", str(beam)])
+        runs[f"{search}: CTranslate2, script process"] = process(
+            [sys.executable, os.path.join(HERE, "ctranslate2_file.py"), folder, source, output,
+             str(beam)])
+    return runs, tokenizer
+
+
+def measure(run_dir, lines, args):
+    """Times every contender of one run in turns; prints and returns the table rows."""
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = export_ctranslate2(run_dir, os.path.join(scratch, "ctranslate2"))
+        source, output = os.path.join(scratch, "source.de"), os.path.join(scratch, "output.en")
+        with open(source, "w", encoding="utf-8") as file:
+            file.write("".join(line + "\n" for line in lines))
+        runs, tokenizer = contenders(run_dir, folder, lines, (source, output), args.ct2_tokens,
+                                     args.processes)
+        for name, run in runs.items():  # warm-up: our one trace serves every batch shape
+            if "process" not in name:
+                run.warm()
+        translations = {}
+
+        def keeping(name, run):
+            return lambda: translations.__setitem__(name, run())
+
+        times = timed_interleaved({name: keeping(name, run) for name, run in runs.items()},
+                                  warmup=0, repeats=args.repeats)
+    rows = {}
+    for name, seconds in times.items():
+        search = name.split(":")[0]
+        ours = translations[f"{search}: ours, Translator"]
+        tokens = sum(len(tokenizer.encode(t)) for t in translations[name])
+        same = np.mean([a == b for a, b in zip(translations[name], ours)])
+        rows[name] = (seconds, tokens / seconds, same)
+    print(f"\n{run_dir}: {len(lines)} sentences, {sum(len(tokenizer.encode(s)) for s in lines):,} "
+          f"source tokens\n{'':44s} {'seconds':>8s} {'tokens/s':>9s} {'same':>6s}")
+    for name, (seconds, rate, same) in rows.items():
+        print(f"{name:44s} {seconds:8.1f} {rate:9.0f} {same:6.1%}")
+    for search, _ in SEARCHES:
+        ours = rows[f"{search}: ours, Translator"]
+        best_ct2 = max(rows[n][1] for n in rows if n.startswith(f"{search}: CTranslate2,")
+                       and "process" not in n)
+        ratio = (f"{search}: Translator / CTranslate2 (its faster batching) "
+                 f"{ours[1] / best_ct2:.2f}x in tokens/s")
+        if args.processes:
+            process = {who: rows[f"{search}: {who} process"][0]
+                       for who in ("ours, translate.py", "CTranslate2, script")}
+            ratio += (f"; translate.py / CTranslate2 script "
+                      f"{process['ours, translate.py'] / process['CTranslate2, script']:.2f}x in time")
+        print(ratio)
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", help="training output folders (averaged.keras)")
+    parser.add_argument("--sentences", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--no-processes", dest="processes", action="store_false",
+                        help="time only the in-process contenders (quicker)")
+    parser.add_argument("--ct2-tokens", type=int, default=2048,
+                        help="CTranslate2's max_batch_size with batch_type='tokens'")
+    args = parser.parse_args()
+    lines = ding_sentences(args.sentences)
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "not capped")
+    print(f"Machine: {machine()}; oneDNN ISA: {isa}; {time.strftime('%Y-%m-%d %H:%M')}")
+    for run_dir in args.runs:
+        measure(run_dir, lines, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""The whole job in one command: train, evaluate, export, translate, plot.
+
+    python examples/demo.py                      # Ding German-English, 15 minutes of training
+    python examples/demo.py --minutes 5 --output runs/quick
+    python examples/demo.py --preset base --dataset wmt14_translate/de-en \\
+        --source-language en --target-language de --strategy mirrored --minutes 0
+
+Stages, each reporting its progress:
+ 1. train the SentencePiece tokenizer and the model (a time budget, or the
+    preset's steps with --minutes 0), checkpointing as it goes, and average
+    the last checkpoints;
+ 2. report BLEU and chrF (sacreBLEU, with signatures) on held-out validation
+    and test pairs: whole sentences (4+ words ending in . ? or !) and pairs
+    of all kinds;
+ 3. export model.keras, the SavedModels and ONNX, each checked;
+ 4. translate a few German sentences through the SavedModel and through
+    onnxruntime, side by side;
+ 5. draw the loss curves and attention maps (PNG files in OUTPUT/plots).
+(`tools/demo.sh` sets up a virtual environment and the data first.)
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from keras_transformer import cli, textfiles  # noqa: E402
+from keras_transformer.models import PRESETS  # noqa: E402
+from keras_transformer.training import STRATEGIES  # noqa: E402
+from keras_transformer.training.run import RunOptions  # noqa: E402
+
+GERMAN = [
+    "Guten Morgen!",
+    "Wo ist der Bahnhof?",
+    "Ich habe keine Zeit.",
+    "Das Wetter ist heute schön.",
+    "Er hat seinen Schlüssel verloren.",
+    "Kannst du mir bitte helfen?",
+]
+
+
+def stage(number, title):
+    print(f"\n=== {number}. {title} ({time.strftime('%H:%M:%S')}) ===", flush=True)
+
+
+def default_precision():
+    """mixed_float16 on GPUs (loss-scaled; every CUDA GPU computes float16),
+    mixed_bfloat16 on CPUs that compute bfloat16 natively (AVX-512 BF16 or
+    AMX), else float32."""
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        return "mixed_float16"
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            flags = cpuinfo.read()
+    except OSError:
+        return "float32"
+    return "mixed_bfloat16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "float32"
+
+
+def parser():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--output", default="runs/demo", help="the run's folder (resumed if it exists)")
+    p.add_argument("--minutes", type=cli.non_negative_float, default=15.0,
+                   help="training time budget; 0 trains for the preset's train_steps")
+    p.add_argument("--steps", type=cli.positive_int, help="at most this many updates")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    p.add_argument("--dataset", default="ding")
+    p.add_argument("--source-language")
+    p.add_argument("--target-language")
+    p.add_argument("--data-dir")
+    p.add_argument("--vocab-size", type=cli.positive_int, default=8000)
+    p.add_argument("--strategy", choices=STRATEGIES, default="default")
+    p.add_argument("--precision", default="auto",
+                   help="float32, mixed_float16, mixed_bfloat16 or auto")
+    p.add_argument("--test-sentences", type=cli.positive_int, default=500,
+                   help="held-out whole sentences to score (per split)")
+    p.add_argument("--test-pairs", type=cli.positive_int, default=1000,
+                   help="held-out pairs of all kinds to score (per split)")
+    return p
+
+
+def train(args):
+    from keras_transformer.training.run import run_training
+
+    precision = default_precision() if args.precision == "auto" else args.precision
+    options = RunOptions(
+        output_dir=args.output, dataset=args.dataset, source_language=args.source_language,
+        target_language=args.target_language, data_dir=args.data_dir, preset=args.preset,
+        vocab_size=args.vocab_size, strategy=args.strategy, precision=precision,
+        steps=args.steps, time_budget_minutes=args.minutes or None,
+        # The small preset makes about 2,500 updates in 15 minutes: average
+        # the last 5 of checkpoints 100 updates apart, validate every 500.
+        checkpoint_every_steps=100 if args.preset == "small" else 1000,
+        eval_every_steps=500 if args.preset == "small" else 5000, bleu_sentences=100,
+    )
+    print(f"Preset {args.preset}, dataset {args.dataset}, strategy {args.strategy}, "
+          f"precision {precision}, "
+          + (f"{args.minutes:g} minutes of training." if args.minutes else "the preset's steps."))
+    return run_training(options)
+
+
+def evaluate(args):
+    from keras_transformer.decoding import Translator
+    from keras_transformer.evaluation import evaluate_pairs, run_corpus
+
+    translator = Translator.from_directory(args.output)
+    corpus = run_corpus(args.output)
+    results, samples = {}, []
+    for split in ("validation", "test"):
+        for kind, only_sentences, limit in (("sentences", True, args.test_sentences),
+                                            ("all pairs", False, args.test_pairs)):
+            print(f"Translating {split} {kind} (beam {translator.beam_size}) ...", flush=True)
+            scores, rows = evaluate_pairs(translator, corpus.pairs(split).as_numpy_iterator(),
+                                          limit=limit, only_sentences=only_sentences,
+                                          progress=True)
+            results[f"{split} {kind}"] = scores
+            if split == "test" and only_sentences:
+                samples = rows[:8]
+    print()
+    for name, scores in results.items():
+        print(f"{name:26s} {scores}")
+    print("\nSample held-out test sentences:")
+    for source, reference, hypothesis in samples:
+        print(f"  source:     {source}\n  reference:  {reference}\n  hypothesis: {hypothesis}\n")
+    return results, samples
+
+
+SAVED_MODEL_PROCESS = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # the SentencePiece ops of the graph
+model = tf.saved_model.load(sys.argv[1])
+out = model.signatures["serving_default"](text=tf.constant(json.loads(sys.argv[2])))
+print(json.dumps([t.decode() for t in out["translations"].numpy()]))
+"""
+
+
+def translate_exports(export_dir):
+    from keras_transformer.export import OnnxTranslator
+
+    # The SavedModel in a separate process that imports only TensorFlow and
+    # TF Text, as a server would.
+    served = subprocess.run(
+        [sys.executable, "-c", SAVED_MODEL_PROCESS, os.path.join(export_dir, "saved_model"),
+         json.dumps(GERMAN)], capture_output=True, text=True, check=True)
+    saved_model = json.loads(served.stdout.strip().splitlines()[-1])
+    onnx = OnnxTranslator(os.path.join(export_dir, "onnx")).translate(GERMAN)
+    width = max(len(s) for s in GERMAN)
+    print(f"{'German':{width}s} | {'SavedModel':30s} | onnxruntime")
+    for german, a, b in zip(GERMAN, saved_model, onnx):
+        print(f"{german:{width}s} | {a:30s} | {b}")
+    return list(zip(GERMAN, saved_model, onnx))
+
+
+def plot(args):
+    from keras_transformer.decoding import Translator
+    from keras_transformer.plots import plot_attention, plot_training_curves
+
+    folder = os.path.join(args.output, "plots")
+    os.makedirs(folder, exist_ok=True)
+    paths = [plot_training_curves(os.path.join(args.output, "logs", "metrics.jsonl"),
+                                  os.path.join(folder, "training_curves.png"))]
+    translator = Translator.from_directory(args.output)
+    sentence = "Ich habe keine Zeit."
+    translation = translator.translate([sentence])[0]
+    model = translator.model
+    for layer in (0, model.config.num_decoder_layers - 1):
+        paths.append(plot_attention(model, translator.tokenizer, sentence, translation,
+                                    os.path.join(folder, f"attention_layer{layer + 1}.png"),
+                                    layer=layer))
+    for path in paths:
+        print(f"Wrote {path}")
+    return paths
+
+
+def main():
+    args = parser().parse_args()
+    started = time.monotonic()
+    stage(1, "Tokenizer and training")
+    summary = train(args)
+    stage(2, "BLEU and chrF on held-out pairs")
+    results, samples = evaluate(args)
+    stage(3, "Export")
+    from keras_transformer.export import export_run
+
+    export_dir = os.path.join(args.output, "export")
+    export_run(args.output, export_dir, overwrite=True)
+    print(f"Exported to {export_dir}: model.keras, saved_model/, saved_model_core/, onnx/ "
+          "(each loaded back and checked).")
+    stage(4, "Translating through the exported SavedModel and ONNX")
+    side_by_side = translate_exports(export_dir)
+    stage(5, "Plots")
+    plot(args)
+    report = {
+        "training": {k: summary[k] for k in ("start_step", "final_step", "training_seconds")},
+        "scores": {name: {"bleu": s.bleu, "chrf": s.chrf, "bleu_signature": s.bleu_signature,
+                          "chrf_signature": s.chrf_signature, "sentences": s.sentences}
+                   for name, s in results.items()},
+        "samples": samples, "exported_translations": side_by_side,
+        "total_minutes": (time.monotonic() - started) / 60,
+    }
+    textfiles.write_json(os.path.join(args.output, "demo.json"), report)
+    print(f"\nDone in {report['total_minutes']:.1f} minutes; results in "
+          f"{os.path.join(args.output, 'demo.json')}.")
+
+
+INTERRUPTED = cli.RESUMABLE

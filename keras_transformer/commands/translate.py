@@ -1,0 +1,133 @@
+"""Translates sentences, one a line, from standard input or a file.
+
+    echo "Guten Morgen!" | python examples/translate.py runs/ding
+    python examples/translate.py runs/ding --input de.txt --output en.txt --beam-size 4
+
+Defaults are the paper's: beam 4, length penalty 0.6, output up to the input
+length + 50 tokens. --sampling-topk K draws each translation from the
+model's distribution instead (the K most likely tokens, 0 for all), as
+back-translation wants it. Every input line gives one output line: empty and blank
+lines give empty lines; bytes that are not UTF-8 are replaced, and lines
+longer than the model accepts are cut, each with a warning naming the lines
+(--overlong error refuses them instead, before translating). --output is
+written whole, only when every line is translated, and never replaces a
+file without --overwrite.
+
+Files of any size: the input is read --window lines at a time, each window
+sorted by length, cut into batches of --batch-tokens source tokens and
+translated, and its lines written in their order, so that memory does not
+grow with the file. A progress line (lines, tokens per second, time left)
+shows on standard error when it is a terminal.
+"""
+
+import argparse
+import itertools
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from keras_transformer import cli, textfiles  # noqa: E402
+
+DEFAULT_WINDOW = 4096  # keras_transformer.decoding.translator's, without importing TensorFlow
+
+
+def windows(lines, size):
+    """`(start, list)`: the lines in lists of `size`, with the index of the first."""
+    lines = iter(lines)
+    for start in itertools.count(0, size):
+        window = list(itertools.islice(lines, size))
+        if not window:
+            return
+        yield start, window
+
+
+def refuse_overlong_lines(translator, source, lines, window):
+    """--overlong error: every line is measured before any is translated;
+    an error names the lines longer than the model accepts."""
+    from keras_transformer.decoding.translator import max_source_tokens
+
+    too_long = [start + i + 1 for start, chunk in windows(lines, window)
+                for i in translator.too_long(chunk)]
+    cli.overlong_lines(source, too_long, max_source_tokens(translator.model), refuse=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=cli.HelpFormatter)
+    parser.add_argument("run_dir", help="a training output folder")
+    parser.add_argument("--input", help="the sentences, one a line (default: standard input)")
+    parser.add_argument("--output", help="the translations, one a line (default: standard "
+                                            "output)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    parser.add_argument("--model-file", help="the weights in the run folder (default: "
+                                                "averaged.keras, else model.keras)")
+    parser.add_argument("--beam-size", type=cli.positive_int,
+                        help="beam width; 1 is greedy search (default: the model's, 4)")
+    parser.add_argument("--alpha", type=cli.non_negative_float,
+                        help="length penalty (default: the model's, 0.6)")
+    parser.add_argument("--decode-margin", type=cli.non_negative_int,
+                        help="translations end within the input's length + this many tokens "
+                             "(default: the model's, 50)")
+    parser.add_argument("--n-best", type=cli.positive_int,
+                        help="print the n best, TAB-separated with scores (default: the best "
+                             "only, without scores)")
+    parser.add_argument("--batch-tokens", type=cli.positive_int,
+                        help="source tokens per batch, padding included (default: 1024 for "
+                             "beam search, 4096 for greedy)")
+    parser.add_argument("--batch-size", type=cli.positive_int,
+                        help="at most this many lines per batch (default: no limit)")
+    parser.add_argument("--window", type=cli.positive_int, default=DEFAULT_WINDOW,
+                        help="lines read ahead and sorted together")
+    cli.add_precision_argument(parser)
+    parser.add_argument("--overlong", choices=("truncate", "error"), default="truncate",
+                        help="lines longer than the model accepts: cut them (with a warning "
+                             "naming them) or stop before translating")
+    cli.add_sampling_arguments(parser)
+    args = parser.parse_args()
+    cli.check_sampling(parser, args)
+    if args.sampling_topk is not None and args.n_best:
+        parser.error("--sampling-topk draws one translation; leave out --n-best")
+
+    # Everything that can be wrong with the files is found before the model
+    # is loaded.
+    if args.output:
+        textfiles.check_output(args.output, args.overwrite)
+    source = textfiles.LineStream(args.input)
+    lines = iter(source)
+    first = next(lines, None)
+    if first is None:
+        cli.warn(f"{source.name} is empty; there is nothing to translate")
+        textfiles.write_lines([], args.output)
+        return
+    lines = itertools.chain([first], lines)
+
+    from keras_transformer.decoding import Sampling, Translator
+
+    sampling = None if args.sampling_topk is None else Sampling(
+        args.sampling_topk, args.sampling_temperature, args.seed)
+    translator = Translator.from_directory(
+        args.run_dir, model_file=args.model_file, beam_size=args.beam_size, alpha=args.alpha,
+        decode_margin=args.decode_margin, batch_tokens=args.batch_tokens,
+        batch_size=args.batch_size, precision=args.precision, overlong=args.overlong,
+        sampling=sampling)
+    if args.overlong == "error":
+        if args.input is None:  # standard input can be read only once
+            lines = list(lines)
+        refuse_overlong_lines(translator, source.name,
+                              lines if args.input is None else textfiles.LineStream(args.input),
+                              args.window)
+    progress = cli.Progress(textfiles.count_lines(args.input) if args.input else None)
+    with textfiles.line_writer(args.output) as write:
+        for start, window in windows(lines, args.window):
+            for note in source.new_warnings():
+                cli.warn(note)
+            results = translator.translate(
+                window, n_best=args.n_best, on_batch=progress.update,
+                on_overlong=lambda indexes, limit, start=start: cli.overlong_lines(
+                    source.name, [start + i + 1 for i in indexes], limit, refuse=False))
+            if args.n_best:
+                results = ["\t".join(f"{text}\t{score:.4f}" for text, score in row)
+                           for row in results]
+            write(results)
+    progress.close()
+

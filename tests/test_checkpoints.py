@@ -1,0 +1,91 @@
+"""Checkpoint averaging (paper section 6.1): the average is the element-wise
+mean of the checkpoints, and a run keeps it as averaged.keras only where it
+validates better than the final weights."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from helpers.tasks import VOCAB, reverse_dataset
+from keras_transformer.models import BASE, transformer
+from keras_transformer.training import (
+    CheckpointCallback,
+    Trainer,
+    average_checkpoints,
+    make_strategy,
+    paper_optimizer,
+)
+from keras_transformer.training.run import _average_if_better
+
+CONFIG = BASE.replace(num_encoder_layers=1, num_decoder_layers=1, d_model=16, d_ff=32,
+                      num_heads=2, dropout=0.0, warmup_steps=10)
+
+
+def _trainer():
+    keras.utils.set_random_seed(0)
+    strategy = make_strategy("default")
+    model = transformer(CONFIG, VOCAB)
+    return Trainer(model, paper_optimizer(CONFIG), strategy), strategy
+
+
+def _batches():
+    """One batch of the reverse task, as `data.token_batches` gives them."""
+    examples = list(reverse_dataset(5, 32).as_numpy_iterator())
+    pad = lambda arrays: keras.utils.pad_sequences(arrays, padding="post")  # noqa: E731
+    source, target, labels = (pad([example[i] for example in examples]) for i in range(3))
+    return tf.data.Dataset.from_tensors(({"source_ids": source, "target_ids": target}, labels))
+
+
+def _save(trainer, strategy, folder, weights):
+    """A checkpoint of `weights` in `folder`."""
+    trainer.model.set_weights(weights)
+    CheckpointCallback(folder, trainer.model, trainer.optimizer, strategy, keep=10,
+                       every_steps=1).save()
+    trainer.optimizer.iterations.assign_add(1)  # the next one gets its own number
+
+
+def test_average_checkpoints_is_the_elementwise_mean(tmp_path):
+    trainer, strategy = _trainer()
+    rng = np.random.default_rng(0)
+    sets = [[rng.normal(size=w.shape).astype(w.dtype) for w in trainer.model.get_weights()]
+            for _ in range(3)]
+    for weights in sets:
+        _save(trainer, strategy, tmp_path, weights)
+    paths = [str(tmp_path / f"ckpt-{i}") for i in range(3)]
+    average_checkpoints(trainer.model, paths[1:])
+    for averaged, second, third in zip(trainer.model.get_weights(), sets[1], sets[2]):
+        np.testing.assert_allclose(averaged, (second + third) / 2, rtol=1e-6)
+
+
+def test_a_run_keeps_the_average_only_where_it_validates_better(tmp_path):
+    trainer, strategy = _trainer()
+    data = _batches()
+    untrained = trainer.model.get_weights()
+    trainer.train(data.repeat(), steps=60, steps_per_epoch=60, verbose=0)
+    trained, trained_perplexity = trainer.model.get_weights(), trainer.evaluate(data)["perplexity"]
+    trainer.model.set_weights(untrained)
+    assert trained_perplexity < 0.5 * trainer.evaluate(data)["perplexity"]
+
+    # Checkpoints of the trained weights, the run ending on untrained ones:
+    # the average validates better and is kept.
+    _save(trainer, strategy, tmp_path / "a" / "checkpoints", trained)
+    trainer.model.set_weights(untrained)
+    report = _average_if_better(str(tmp_path / "a"), 1, trainer.model, trainer, data, save=True)
+    assert report["kept"] == "average"
+    assert report["val_perplexity_averaged"] < report["val_perplexity_final"]
+    _assert_weights(tmp_path / "a" / "averaged.keras", trained)
+
+    # The other way round: the final weights are kept.
+    _save(trainer, strategy, tmp_path / "b" / "checkpoints", untrained)
+    trainer.model.set_weights(trained)
+    report = _average_if_better(str(tmp_path / "b"), 1, trainer.model, trainer, data, save=True)
+    assert report["kept"] == "final weights"
+    _assert_weights(tmp_path / "b" / "averaged.keras", trained)
+    for now, expected in zip(trainer.model.get_weights(), trained):
+        np.testing.assert_array_equal(now, expected)
+
+
+def _assert_weights(path, expected):
+    saved = keras.models.load_model(path, safe_mode=True).get_weights()
+    for ours, theirs in zip(saved, expected):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6)
