@@ -98,7 +98,9 @@ class HelpFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action):
         help = action.help or ""
-        if (action.default in (None, False, argparse.SUPPRESS) or "default" in help
+        # `is`, not `in`: a default of 0 equals False and is still shown.
+        if (any(action.default is nothing for nothing in (None, False, argparse.SUPPRESS))
+                or "default" in help
                 or not action.option_strings):
             return help
         return f"{help} (default: %(default)s)".lstrip()
