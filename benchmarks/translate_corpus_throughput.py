@@ -10,11 +10,11 @@ The input is the first --lines German sources of the run's test split (Ding:
 words, phrases and sentences of mixed lengths), one file. Each contender is
 the command a user runs, in its own process, timed from start to exit:
 `examples/translate.py RUN --input FILE --output OUT` (the Translator on the
-run's model, 64-sentence batches sorted by length) and
-`examples/translate_corpus.py EXPORT --input FILE --output DIR` (the run
-exported by `export_run` into --work, the SavedModel's `translate`
-signature under RunInference, 64-sentence batches sorted by length, Beam's
-FnApiRunner in process); with --ctranslate2 also its CTranslate2 runtime.
+run's model, windows of 4,096 lines sorted by length, batches of 1,024
+source tokens) and `examples/translate_corpus.py EXPORT --input FILE
+--output DIR` (the run exported by `export_run` into --work, the
+SavedModel's `translate` signature under RunInference, each bundle sorted
+by length, batches of the same budget, Beam's FnApiRunner in process); with --ctranslate2 also its CTranslate2 runtime.
 Beam 4, alpha 0.6, margin 50 (the model's defaults) for all. Figures:
 lines a second, the median over --repeats turns.
 """

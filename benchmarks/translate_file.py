@@ -12,7 +12,9 @@ lengths; most are in the runs' training split). For each run (a training
 output folder) and each search (beam 4 and greedy; the model's alpha and
 decode margin), float32:
 - ours: `Translator.translate` in this process, warm (traced before
-  timing), default batching;
+  timing), default batching; with `--batch-tokens` and `--in-flight`, also
+  each of those budgets and numbers of batches in flight (to choose the
+  defaults by measurement);
 - CTranslate2 float32 (`translate_batch` over SentencePiece pieces, as
   `benchmarks/ctranslate2_file.py` drives it, with the export's decoding
   settings) with `max_batch_size=32` sentences, and with
@@ -90,8 +92,9 @@ class _Run:
         self.translate(self.lines[:16])
 
 
-def contenders(run_dir, folder, lines, files, ct2_tokens, processes=True):
-    """name -> callable returning the translations, for one run."""
+def contenders(run_dir, folder, lines, files, ct2_tokens, processes=True, variants=()):
+    """name -> callable returning the translations, for one run;
+    `variants` are extra `(batch_tokens, in_flight)` of our Translator."""
     import ctranslate2
     import sentencepiece
 
@@ -118,6 +121,11 @@ def contenders(run_dir, folder, lines, files, ct2_tokens, processes=True):
     for search, beam in SEARCHES:
         translator = Translator.from_directory(run_dir, beam_size=beam)
         runs[f"{search}: ours, Translator"] = _Run(translator.translate, lines)
+        for tokens, in_flight in variants:
+            variant = Translator(translator.model, translator.tokenizer, beam_size=beam,
+                                 batch_tokens=tokens or None, in_flight=in_flight)
+            runs[f"{search}: ours, {tokens or 'default'} tokens, {in_flight} in flight"] = _Run(
+                variant.translate, lines)
         for batching, options in (("32 sentences", dict(max_batch_size=32)),
                                   (f"{ct2_tokens} tokens", dict(max_batch_size=ct2_tokens,
                                                                 batch_type="tokens"))):
@@ -142,8 +150,10 @@ def measure(run_dir, lines, args):
         source, output = os.path.join(scratch, "source.de"), os.path.join(scratch, "output.en")
         with open(source, "w", encoding="utf-8") as file:
             file.write("".join(line + "\n" for line in lines))
+        variants = [(tokens, in_flight) for tokens in args.batch_tokens or [0]
+                    for in_flight in args.in_flight or [1] if (tokens, in_flight) != (0, 1)]
         runs, tokenizer = contenders(run_dir, folder, lines, (source, output), args.ct2_tokens,
-                                     args.processes)
+                                     args.processes, variants)
         for name, run in runs.items():  # warm-up: our one trace serves every batch shape
             if "process" not in name:
                 run.warm()
@@ -189,6 +199,10 @@ def main():
                         help="time only the in-process contenders (quicker)")
     parser.add_argument("--ct2-tokens", type=int, default=2048,
                         help="CTranslate2's max_batch_size with batch_type='tokens'")
+    parser.add_argument("--batch-tokens", type=int, nargs="+",
+                        help="also time our Translator with each of these budgets")
+    parser.add_argument("--in-flight", type=int, nargs="+",
+                        help="also time our Translator with this many batches in flight")
     args = parser.parse_args()
     lines = ding_sentences(args.sentences)
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "not capped")

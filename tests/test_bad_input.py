@@ -76,6 +76,12 @@ def test_both_python_translators_name_the_sentences_they_cut(small_run, small_ex
         strict.translate(sentences)
 
 
+def test_translator_settings_below_their_least_are_refused(small_run):
+    for name, value in (("batch_tokens", 0), ("batch_size", -1), ("in_flight", 0)):
+        with pytest.raises(ValueError, match=f"^{name} must be >= 1; got {value}.$"):
+            Translator.from_directory(str(small_run), **{name: value})
+
+
 def test_damaged_run_and_export_files_are_named(small_run, small_export, tmp_path):
     with pytest.raises(FileNotFoundError, match="nowhere is not a folder; give a training run"):
         Translator.from_directory(str(tmp_path / "nowhere"))

@@ -53,7 +53,7 @@ def main():
     parser.add_argument("--beam-size", type=cli.positive_int)
     parser.add_argument("--alpha", type=cli.non_negative_float)
     parser.add_argument("--batch-tokens", type=cli.positive_int,
-                        help="source tokens per batch, padding included (default: 1024 for "
+                        help="source tokens per batch, padding included (default: 2048 for "
                              "beam search, 4096 for greedy)")
     cli.add_precision_argument(parser)
     parser.add_argument("--overlong", choices=("truncate", "error"), default="truncate",

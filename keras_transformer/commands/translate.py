@@ -27,8 +27,7 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer import cli, textfiles  # noqa: E402
-
-DEFAULT_WINDOW = 4096  # keras_transformer.decoding.translator's, without importing TensorFlow
+from keras_transformer.batch_defaults import DEFAULT_WINDOW  # noqa: E402
 
 
 def windows(lines, size):
@@ -72,7 +71,7 @@ def main():
                         help="print the n best, TAB-separated with scores (default: the best "
                              "only, without scores)")
     parser.add_argument("--batch-tokens", type=cli.positive_int,
-                        help="source tokens per batch, padding included (default: 1024 for "
+                        help="source tokens per batch, padding included (default: 2048 for "
                              "beam search, 4096 for greedy)")
     parser.add_argument("--batch-size", type=cli.positive_int,
                         help="at most this many lines per batch (default: no limit)")

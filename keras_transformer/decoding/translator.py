@@ -27,21 +27,17 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.batch_defaults import (
+    DEFAULT_IN_FLIGHT,
+    DEFAULT_WINDOW,
+    default_batch_tokens,
+)
 from keras_transformer.data.tokenizer import clean_texts, load_tokenizer
 from keras_transformer.decoding.search import beam_search, greedy_search
 from keras_transformer.models import Transformer, in_precision
 from keras_transformer.textfiles import clean_text, truncation_warning
 
 OVERLONG = ("truncate", "error")
-DEFAULT_WINDOW = 4096
-"""Sentences a stream is read ahead, sorted and batched by (`Translator.translate_stream`)."""
-
-
-def default_batch_tokens(beam_size):
-    """Source tokens per search, padding included, by beam size: a beam
-    search decodes K rows per sentence, so it gets about a quarter of greedy
-    search's budget (a guess, not yet tuned by measurement)."""
-    return 4096 if beam_size == 1 else 1024
 
 
 def max_source_tokens(model):
@@ -173,6 +169,9 @@ class Translator:
             limit but `batch_tokens`).
         overlong: "truncate" (default) or "error", for sentences longer than
             the model accepts.
+        in_flight: searches run at once on threads (default:
+            `batch_defaults.DEFAULT_IN_FLIGHT`, 2); 1 runs them one after
+            the other. The results are the same either way.
         sampling: a `Sampling` to draw each translation from the model's
             distribution (for back-translation) instead of beam search.
             Each batch draws with its own seed, made of the sampling's and
@@ -192,7 +191,7 @@ class Translator:
 
     def __init__(self, model, tokenizer, beam_size=None, alpha=None, decode_margin=None,
                  batch_tokens=None, batch_size=None, overlong="truncate", precision=None,
-                 in_flight=1, sampling=None):
+                 in_flight=DEFAULT_IN_FLIGHT, sampling=None):
         if overlong not in OVERLONG:
             raise ValueError(f"overlong must be one of {OVERLONG}; got {overlong!r}.")
         config = model.config
@@ -207,7 +206,8 @@ class Translator:
         for name, value, lowest in (("beam_size", self.beam_size, 1), ("alpha", self.alpha, 0),
                                     ("decode_margin", self.decode_margin, 0),
                                     ("batch_tokens", self.batch_tokens, 1),
-                                    ("batch_size", batch_size or 1, 1)):
+                                    ("batch_size", batch_size or 1, 1),
+                                    ("in_flight", in_flight, 1)):
             if value < lowest:
                 raise ValueError(f"{name} must be >= {lowest}; got {value}.")
         self.batch_size = batch_size

@@ -6,8 +6,9 @@
 The pipeline: `Create(files)` -> each file's lines, read by `textfiles`'
 rules and numbered, with their length in tokens (the export's own tokenizer)
 -> `Reshuffle` (spread over the workers) -> `SortAndBatchElements` (each
-bundle sorted by length and cut into batches of at most `batch_size`
-sentences and `batch_tokens` tokens, as CTranslate2 and translate.py batch)
+bundle sorted by length and cut into batches of `batch_tokens` tokens,
+translate.py's budget by default, and at most `batch_size` sentences, as
+CTranslate2 and translate.py batch)
 -> `RunInference` with `ExportModelHandler` -> JSON-lines shards of
 `{"file", "line", "translation"}`, and optionally a parallel corpus
 `corpus/train.tsv` of `translation TAB source` lines (blank lines left out,
@@ -36,6 +37,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import RunInference
 
+from keras_transformer.batch_defaults import default_batch_tokens
 from keras_transformer.export.text_tokenizer import text_tokenizer
 from keras_transformer.pipelines.export_handler import (
     Decoding,
@@ -137,7 +139,7 @@ def input_files(pattern):
 
 
 def translate_corpus(export_dir, pattern, output, runtime="saved_model", decoding=Decoding(),
-                     batch_size=64, batch_tokens=None, shards=0, parallel_corpus=False,
+                     batch_size=None, batch_tokens=None, shards=0, parallel_corpus=False,
                      beam_args=(), overwrite=False, threads=None):
     """Runs the pipeline and returns the manifest it wrote
     (`translate_corpus.json`).
@@ -148,9 +150,12 @@ def translate_corpus(export_dir, pattern, output, runtime="saved_model", decodin
         output: the folder to write.
         runtime: "saved_model" or "ctranslate2" (`ExportModelHandler`).
         decoding: a `Decoding` (defaults: the export's).
-        batch_size: most sentences in a batch.
-        batch_tokens: most tokens in a batch, padding included; None counts
-            sentences only.
+        batch_size: most sentences in a batch (default: no limit but
+            `batch_tokens`).
+        batch_tokens: most source tokens in a batch, end tokens included
+            (default: `translate`'s, `batch_defaults.default_batch_tokens`).
+            Beam sums the lengths; in batches sorted by length that is
+            about the count with padding that `translate` uses.
         shards: output files of translations (0: the runner chooses).
         parallel_corpus: also write `corpus/train.tsv`.
         beam_args: Beam pipeline options.
@@ -169,6 +174,9 @@ def translate_corpus(export_dir, pattern, output, runtime="saved_model", decodin
     files = input_files(pattern)
     check_output_folder(output, overwrite, MANIFEST)
     handler = ExportModelHandler(export_dir, runtime, decoding, threads)
+    if batch_tokens is None:
+        sampling = handler.decoding.sampling_topk is not None
+        batch_tokens = default_batch_tokens(1 if sampling else handler.decoding.beam_size)
     manifest = {"export": export_dir, "runtime": runtime,
                 "decoding": dataclasses.asdict(handler.decoding), "max_source_tokens": limit,
                 "files": files}
@@ -182,8 +190,8 @@ def translate_corpus(export_dir, pattern, output, runtime="saved_model", decodin
             translated = (read.lines
                           | "SpreadLines" >> beam.Reshuffle()
                           | "Batch" >> beam.SortAndBatchElements(
-                              min_batch_size=1, max_batch_size=batch_size,
-                              max_batch_weight=batch_tokens or batch_size * (limit + 1),
+                              min_batch_size=1, max_batch_size=batch_size or batch_tokens,
+                              max_batch_weight=batch_tokens,
                               element_size_fn=lambda line: line.tokens + 1)
                           | "Translate" >> RunInference(handler.with_no_batching()))
             outputs = [translated

@@ -1,0 +1,24 @@
+"""How sentences are batched for translation by default, in plain Python
+(no TensorFlow), so that `translate`, `translate-corpus` and the Beam
+pipeline's workers read the same defaults as `decoding.Translator` without
+loading TensorFlow."""
+
+DEFAULT_WINDOW = 4096
+"""Sentences a stream is read ahead, sorted and batched by (`Translator.translate_stream`)."""
+
+
+DEFAULT_IN_FLIGHT = 2
+"""Searches a `Translator` runs at once, on threads: while one is in Python
+(between steps, or gathering and detokenizing a result) the other uses the
+cores. Measured on 2 cores with 2,000 Ding sentences (`benchmarks/
+translate_file.py --in-flight 1 2`): 1.2-1.5x the tokens a second of one."""
+
+
+def default_batch_tokens(beam_size):
+    """Source tokens per search, padding included, by beam size: 4,096 for
+    greedy search, 2,048 for beam search (K rows a sentence). Chosen by
+    measurement (`benchmarks/translate_file.py --batch-tokens 0 2048 4096`,
+    2,000 Ding sentences on 2 cores, with two searches in flight): beam 4
+    gained 1.1x from 1,024 to 2,048 tokens; greedy search lost 1.1-1.2x
+    from 4,096 to 2,048."""
+    return 4096 if beam_size == 1 else 2048
