@@ -29,7 +29,8 @@ arguments=$#
 # A test file's tests stay in one worker, so its module fixtures are built once.
 workers=(--numprocesses "${TEST_WORKERS-2}" --dist loadfile)
 
-run env KERAS_BACKEND=tensorflow .venv/bin/python -m pytest "${workers[@]}" "$@"
+# --durations: where the suite's time goes, at the end of the log.
+run env KERAS_BACKEND=tensorflow .venv/bin/python -m pytest "${workers[@]}" --durations=25 "$@"
 for backend in ${BACKENDS-jax torch tensorflow}; do
     echo "== tests/backends on the Keras backend $backend"
     run env KERAS_BACKEND="$backend" .venv/bin/python -m pytest "${workers[@]}" tests/backends "$@"

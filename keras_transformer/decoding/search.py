@@ -87,7 +87,8 @@ class Sampling:
         temperature: the log-probabilities are divided by it first (below
             1 sharper, above 1 flatter).
         seed: the draws are stateless functions of the seed, the step and
-            the row, so that the same seed and batch give the same output.
+            the rows still being decoded (finished sentences leave the
+            batch), so that the same seed and batch give the same output.
 
     The fields may be scalar tensors (a SavedModel's inputs).
     """
