@@ -248,4 +248,9 @@ def test_corpus_commands_check_their_options_before_any_work(small_run, tmp_path
            "unrecognized arguments: --workers 2 (neither this command's nor an Apache Beam")
     status, _, _ = command("examples/translate_corpus.py", small_run, "--input", "x", "--output",
                            tmp_path / "bt", "--sampling-temperature", "2")
-    assert status == 2 and sorted(os.listdir(tmp_path)) == ["prepared"]
+    assert status == 2
+    missing = tmp_path / "no-export"
+    _error(command("examples/translate_corpus.py", missing, "--input", "x", "--output",
+                   tmp_path / "bt"),
+           f"{missing} is not a folder; give one written by keras-transformer export.")
+    assert sorted(os.listdir(tmp_path)) == ["prepared"]

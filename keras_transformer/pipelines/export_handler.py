@@ -69,6 +69,9 @@ def check_runtime(export_dir, runtime):
     """Raises a one-line error if the export cannot run on `runtime`."""
     if runtime not in RUNTIMES:
         raise ValueError(f"Unknown runtime {runtime!r}; expected one of {RUNTIMES}.")
+    if not os.path.isdir(export_dir):
+        raise ValueError(f"{export_dir} is not a folder; give one written by keras-transformer "
+                         "export.")
     folder = os.path.join(export_dir, runtime)
     if not os.path.isdir(folder):
         how = ("export it with --formats ctranslate2" if runtime == "ctranslate2" else
