@@ -11,6 +11,26 @@ import pytest  # noqa: E402
 from keras_transformer.models import BASE  # noqa: E402
 
 
+# The files that keep one worker busy longest (most first, from the
+# `--durations` that tools/run_tests.sh prints), run before the others:
+# pytest-xdist (`--dist loadfile`) hands out whole files in collection
+# order, so a long file collected last would leave the other worker idle
+# at the end.
+LONGEST_FILES = ("test_pretrained_runs.py", "test_export.py", "test_ctranslate2_export.py",
+                 "test_decoding.py", "test_prepared_data.py", "test_commands.py",
+                 "test_pretrained_fsmt.py", "test_learning.py", "test_onnx_beam_search.py",
+                 "test_distributed.py", "test_precision.py", "test_model.py", "test_sampling.py",
+                 "test_resume.py")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        name = item.path.name
+        return LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES)
+
+    items.sort(key=rank)  # stable: tests keep their order within a file
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     keras.utils.set_random_seed(1234)

@@ -90,7 +90,11 @@ def test_a_reduced_precision_export_of_other_weights_is_refused(small_run, tmp_p
         kernel.assign(kernel[::-1])
         return copy
 
+    def save(*args):
+        raise AssertionError("a SavedModel was written before the check")
+
     monkeypatch.setattr(exporter, "in_precision", wrong)
+    monkeypatch.setattr(exporter.saved_model.ServingModule, "save", save)
     with pytest.raises(ValueError, match="logits are .* away from the float32 model's"):
         export_run(str(small_run), str(tmp_path / "export"), formats=["saved_model"],
                    precision="bfloat16")

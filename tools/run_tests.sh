@@ -5,9 +5,11 @@
 # backend, each in its own process with KERAS_BACKEND set. Extra arguments
 # are passed to every pytest run (`-k attention`); BACKENDS="jax" (or "",
 # for the main run alone, e.g. with a test file as argument) chooses the
-# backend runs. Each pytest run spreads the test files over
-# TEST_WORKERS processes (pytest-xdist; default 2, the cores CI has; 0 runs
-# in this process). Needs only Python 3.11 and pip.
+# backend runs. The main run spreads the test files over TEST_WORKERS
+# processes (pytest-xdist; default 2, the cores CI has; 0 runs in this
+# process); the backend runs go side by side, one process each (their tests
+# are small: each run's time is mostly its own start-up). Needs only
+# Python 3.11 and pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -18,21 +20,36 @@ python3 -m venv .venv
 # did. pytest's exit status 5 (no test selected) counts as a pass when the
 # arguments did the selecting.
 failed=0
-run() {
-    local status=0
-    "$@" || status=$?
+arguments=$#
+check() {
+    local status=$1
     if [[ $status -ne 0 && ! ( $status -eq 5 && $arguments -gt 0 ) ]]; then
         failed=1
     fi
 }
-arguments=$#
-# A test file's tests stay in one worker, so its module fixtures are built once.
-workers=(--numprocesses "${TEST_WORKERS-2}" --dist loadfile)
 
-# --durations: where the suite's time goes, at the end of the log.
-run env KERAS_BACKEND=tensorflow .venv/bin/python -m pytest "${workers[@]}" --durations=25 "$@"
-for backend in ${BACKENDS-jax torch tensorflow}; do
-    echo "== tests/backends on the Keras backend $backend"
-    run env KERAS_BACKEND="$backend" .venv/bin/python -m pytest "${workers[@]}" tests/backends "$@"
+# A test file's tests stay in one worker, so its module fixtures are built
+# once. --durations: where the suite's time goes, at the end of the log.
+status=0
+env KERAS_BACKEND=tensorflow .venv/bin/python -m pytest \
+    --numprocesses "${TEST_WORKERS-2}" --dist loadfile --durations=25 "$@" || status=$?
+check $status
+
+# The backend runs side by side, each into its own log, printed in turn.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+backends=(${BACKENDS-jax torch tensorflow})
+jobs=()
+for backend in "${backends[@]}"; do
+    env KERAS_BACKEND="$backend" .venv/bin/python -m pytest --numprocesses 0 tests/backends \
+        "$@" > "$logs/$backend" 2>&1 &
+    jobs+=($!)
+done
+for i in "${!backends[@]}"; do
+    status=0
+    wait "${jobs[$i]}" || status=$?
+    echo "== tests/backends on the Keras backend ${backends[$i]}"
+    cat "$logs/${backends[$i]}"
+    check $status
 done
 exit $failed

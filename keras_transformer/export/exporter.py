@@ -229,7 +229,8 @@ def _write_and_check_saved_models(serving, tokenizer, folder, inputs, float32_lo
       process before saving, text in (tokenizer, search, weights), ids in
       and logits (what the files hold is complete);
     - their logits are the float32 model's within `LOGIT_TOLERANCE` of its
-      precision (the functions compute this model).
+      precision (the functions compute this model); checked first, so that
+      a model that fails it is refused before anything is traced or written.
     Equality with the `Translator`'s translations is measured
     (`translator_agreement`), not required: the Translator sorts sentences
     by length, and a sentence's rounding can change with its place in the
@@ -247,13 +248,21 @@ def _write_and_check_saved_models(serving, tokenizer, folder, inputs, float32_lo
     checks = {"saved_model": {"serving_default": text},
               "saved_model_core": {"search_ids": ids | settings,
                                    "logits": ids | {"target_ids": tf.constant(inputs["target_ids"])}}}
-    report = {"paths": [], "precision": precision, "signatures": {}}
+    core = saved_model.ServingModule(serving)
+    logits = core.logits(**checks["saved_model_core"]["logits"])["logits"].numpy()
+    difference = float(np.abs(logits - float32_logits).max() / np.abs(float32_logits).max())
+    _require(difference <= LOGIT_TOLERANCE[precision],
+             f"the SavedModels' logits are {difference:.3g} of the largest logit away from the "
+             f"float32 model's (more than {LOGIT_TOLERANCE[precision]:.3g} in {precision})")
+    report = {"paths": [], "precision": precision, "signatures": {},
+              "relative_logit_difference": difference}
     # A tokenizer that is not TensorFlow ops (FSMT's Moses tokenization)
     # cannot go into a SavedModel: such models serve ids only.
     for path, module_tokenizer in (("saved_model", tokenizer), ("saved_model_core", None)):
         if path == "saved_model" and not tokenizer.in_graph:
             continue
-        module = saved_model.ServingModule(serving, module_tokenizer)
+        module = core if module_tokenizer is None else saved_model.ServingModule(
+            serving, module_tokenizer)
         loaded = tf.saved_model.load(module.save(os.path.join(folder, path))).signatures
         for name, call in checks[path].items():
             served, expected = loaded[name](**call), getattr(module, name)(**call)
@@ -266,12 +275,6 @@ def _write_and_check_saved_models(serving, tokenizer, folder, inputs, float32_lo
                     _translations(serving, tokenizer))
         report["paths"].append(path)
         report["signatures"][path] = saved_model.signature_names(text=module_tokenizer is not None)
-    logits = module.logits(**checks["saved_model_core"]["logits"])["logits"].numpy()
-    difference = float(np.abs(logits - float32_logits).max() / np.abs(float32_logits).max())
-    _require(difference <= LOGIT_TOLERANCE[precision],
-             f"the SavedModels' logits are {difference:.3g} of the largest logit away from the "
-             f"float32 model's (more than {LOGIT_TOLERANCE[precision]:.3g} in {precision})")
-    report["relative_logit_difference"] = difference
     return report
 
 
