@@ -10,13 +10,18 @@ The input is the first --lines German sources of the run's test split (Ding:
 words, phrases and sentences of mixed lengths), one file. Each contender is
 the command a user runs, in its own process, timed from start to exit:
 `examples/translate.py RUN --input FILE --output OUT` (the Translator on the
-run's model, windows of 4,096 lines sorted by length, batches of 1,024
-source tokens) and `examples/translate_corpus.py EXPORT --input FILE
---output DIR` (the run exported by `export_run` into --work, the
-SavedModel's `translate` signature under RunInference, each bundle sorted
-by length, batches of the same budget, Beam's FnApiRunner in process); with --ctranslate2 also its CTranslate2 runtime.
-Beam 4, alpha 0.6, margin 50 (the model's defaults) for all. Figures:
-lines a second, the median over --repeats turns.
+run's model, windows of 4,096 lines sorted by length, searches of 2,048
+source tokens, two in flight) and `examples/translate_corpus.py EXPORT
+--input FILE --output DIR` (the run exported by `export_run` into --work,
+the SavedModel's `translate` signature under RunInference, each bundle
+sorted by length, batches of two searches of the same budget run at once,
+Beam's FnApiRunner in process); with --ctranslate2 also its CTranslate2
+runtime. Beam 4, alpha 0.6, margin 50 (the model's defaults) for all.
+Each turn also runs each command on the file's first line alone: its
+start-up (imports, loading, tracing, the pipeline), which a corpus of
+millions of lines pays once. Figures: lines a second from start to exit,
+and after start-up (the lines but the first over the time beyond the
+one-line run's), the median over --repeats turns.
 """
 
 import argparse
@@ -61,41 +66,51 @@ def main():
     if not os.path.exists(export):
         export_run(args.run_dir, export,
                    formats=("saved_model", "ctranslate2") if args.ctranslate2 else ("saved_model",))
-    source = os.path.join(args.work, "source.txt")
+    source, first = os.path.join(args.work, "source.txt"), os.path.join(args.work, "first.txt")
     pairs = run_corpus(args.run_dir).pairs("test").take(args.lines).as_numpy_iterator()
-    write_lines([clean_text(s) for s, _ in pairs], source)
+    lines = [clean_text(s) for s, _ in pairs]
+    write_lines(lines, source)
+    write_lines(lines[:1], first)
     outputs = {"translate.py": os.path.join(args.work, "translate.txt"),
                "translate_corpus.py": os.path.join(args.work, "corpus-saved_model")}
-    contenders = {
-        "translate.py": lambda: command("examples/translate.py", args.run_dir, "--input", source,
-                                        "--output", outputs["translate.py"], "--overwrite"),
-        "translate_corpus.py": lambda: command(
-            "examples/translate_corpus.py", export, "--input", source, "--output",
-            outputs["translate_corpus.py"], "--overwrite")}
+    commands = {
+        "translate.py": lambda file, output: command(
+            "examples/translate.py", args.run_dir, "--input", file, "--output", output,
+            "--overwrite"),
+        "translate_corpus.py": lambda file, output: command(
+            "examples/translate_corpus.py", export, "--input", file, "--output", output,
+            "--overwrite")}
     if args.ctranslate2:
         outputs["translate_corpus.py, ctranslate2"] = os.path.join(args.work, "corpus-ctranslate2")
-        contenders["translate_corpus.py, ctranslate2"] = lambda: command(
-            "examples/translate_corpus.py", export, "--input", source, "--output",
-            outputs["translate_corpus.py, ctranslate2"], "--overwrite", "--runtime", "ctranslate2")
-    seconds = {name: [] for name in contenders}
+        commands["translate_corpus.py, ctranslate2"] = lambda file, output: command(
+            "examples/translate_corpus.py", export, "--input", file, "--output", output,
+            "--overwrite", "--runtime", "ctranslate2")
+    seconds = {name: [] for name in commands}
+    start_up = {name: [] for name in commands}
     for turn in range(args.repeats):
-        for name, run in contenders.items():
-            seconds[name].append(run())
-            print(f"turn {turn + 1}: {name}: {seconds[name][-1]:.1f} s", flush=True)
+        for name, run in commands.items():
+            seconds[name].append(run(source, outputs[name]))
+            start_up[name].append(run(first, outputs[name] + ".first"))
+            print(f"turn {turn + 1}: {name}: {seconds[name][-1]:.1f} s, one line "
+                  f"{start_up[name][-1]:.1f} s", flush=True)
 
     reference = read_lines(outputs["translate.py"]).lines
     print(f"\n{machine()}; {len(reference)} lines, median of {args.repeats} turns\n")
-    print("| command | lines/s | x | identical to translate.py |\n|---|---|---|---|")
-    baseline = float(np.median(seconds["translate.py"]))
-    for name, values in seconds.items():
+    print("| command | lines/s | x | start-up s | lines/s after start-up | x | "
+          "identical to translate.py |\n|---|---|---|---|---|---|---|")
+    rates = {}
+    for name in commands:
+        whole, once = float(np.median(seconds[name])), float(np.median(start_up[name]))
+        rates[name] = (len(reference) / whole, (len(reference) - 1) / (whole - once))
+    for name in commands:
         if name == "translate.py":
             same = len(reference)
         else:
             got = read_translations(outputs[name])
             same = sum(got.get((source, n)) == t for n, t in enumerate(reference, start=1))
-        median = float(np.median(values))
-        print(f"| {name} | {len(reference) / median:.1f} | {baseline / median:.2f} | "
-              f"{same} of {len(reference)} |")
+        (rate, steady), (base, base_steady) = rates[name], rates["translate.py"]
+        print(f"| {name} | {rate:.1f} | {rate / base:.2f} | {np.median(start_up[name]):.1f} | "
+              f"{steady:.1f} | {steady / base_steady:.2f} | {same} of {len(reference)} |")
 
 
 if __name__ == "__main__":

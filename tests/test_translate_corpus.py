@@ -18,7 +18,12 @@ from helpers.small_run import WORDS
 from keras_transformer import data
 from keras_transformer.decoding import Translator
 from keras_transformer.export import CTranslate2Translator
-from keras_transformer.pipelines.export_handler import Decoding, ExportModelHandler, batch_seed
+from keras_transformer.pipelines.export_handler import (
+    Decoding,
+    ExportModelHandler,
+    batch_seed,
+    split_by_tokens,
+)
 from keras_transformer.pipelines.runner import pipeline_options
 from keras_transformer.pipelines.translate_corpus import Line, read_translations, translate_corpus
 from keras_transformer.textfiles import TruncationWarning, read_lines
@@ -139,8 +144,9 @@ def test_sampled_batches_are_reproducible_for_a_seed_and_their_lines(small_expor
 
     sentences = ["der Baum und das Haus", "Das Haus ist groß.", "klein", ""]
     batch = [Line(0, number, text, 8) for number, text in enumerate(sentences * 4, start=1)]
-    handler = ExportModelHandler(small_export, decoding=Decoding(sampling_topk=0,
-                                                                 sampling_temperature=3.0, seed=4))
+    # One search a batch here, so that the draws are one `sample` call's.
+    handler = ExportModelHandler(small_export, in_flight=1, decoding=Decoding(
+        sampling_topk=0, sampling_temperature=3.0, seed=4))
     model = handler.load_model()
     translate = lambda lines: [r.inference for r in handler.run_inference(lines, model)]  # noqa: E731
     first = translate(batch)
@@ -148,11 +154,46 @@ def test_sampled_batches_are_reproducible_for_a_seed_and_their_lines(small_expor
     assert len(set(first[0::4])) > 1 and first[3::4] == [""] * 4  # each line its own draw
     moved = [line._replace(number=line.number + 100) for line in batch]
     assert translate(moved) != first
-    other = ExportModelHandler(small_export, decoding=Decoding(sampling_topk=0,
-                                                               sampling_temperature=3.0, seed=5))
+    other = ExportModelHandler(small_export, in_flight=1, decoding=Decoding(
+        sampling_topk=0, sampling_temperature=3.0, seed=5))
     assert [r.inference for r in other.run_inference(batch, model)] != first
     outputs = model.signatures["sample"](
         text=tf.constant([s.encode("utf-8") for s in sentences * 4]), top_k=tf.constant(0),
         temperature=tf.constant(3.0), seed=tf.constant(batch_seed(4, batch)),
         decode_margin=tf.constant(handler.decoding.decode_margin))
     assert [t.decode("utf-8") for t in outputs["translations"].numpy()] == first
+
+
+def test_a_batch_in_two_searches_at_once_translates_as_one_search(small_export, small_run):
+    """The SavedModel runtime cuts a batch into searches of about equal
+    tokens run at once on threads: the same translations as one search of
+    the whole batch, and as the Translator's, in the batch's order."""
+    rng = np.random.default_rng(3)
+    texts = [" ".join(rng.choice(WORDS, size=rng.integers(1, 9))) for _ in range(40)] + [""]
+    tokenizer = data.load_tokenizer(str(small_run))
+    lengths = tokenizer.tokenize(texts).row_lengths().numpy().tolist()
+    batch = sorted((Line(0, number, text, length) for number, (text, length)
+                    in enumerate(zip(texts, lengths), start=1)), key=lambda line: line.tokens)
+    translations = {}
+    for in_flight in (1, 2, 3):
+        handler = ExportModelHandler(small_export, in_flight=in_flight)
+        results = handler.run_inference(batch, handler.load_model())
+        assert [result.example for result in results] == batch
+        translations[in_flight] = [result.inference for result in results]
+    assert translations[2] == translations[1] == translations[3]
+    expected = Translator.from_directory(str(small_run)).translate([line.text for line in batch])
+    assert translations[1] == expected
+    with pytest.raises(ValueError, match="in_flight must be at least 1; got 0"):
+        ExportModelHandler(small_export, in_flight=0)
+
+
+@pytest.mark.parametrize("tokens", [[5] * 8, [1, 1, 1, 30], [0], [4, 9, 2, 7, 7, 3, 11]])
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_split_by_tokens_keeps_the_lines_in_order_in_balanced_runs(tokens, parts):
+    batch = [Line(0, number, "x", count) for number, count in enumerate(tokens)]
+    runs = split_by_tokens(batch, parts)
+    assert [line for run in runs for line in run] == batch
+    assert 1 <= len(runs) <= parts and all(runs)
+    total, largest = sum(t + 1 for t in tokens), max(tokens) + 1
+    # Each run ends at the first line that takes it to its share or beyond.
+    assert all(sum(line.tokens + 1 for line in run) < total / parts + largest for run in runs)

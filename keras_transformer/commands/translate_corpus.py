@@ -47,9 +47,9 @@ def parser():
                    help="length penalty (default: the model's, 0.6)")
     p.add_argument("--decode-margin", type=cli.non_negative_int, help="default: the model's (50)")
     p.add_argument("--batch-size", type=cli.positive_int,
-                   help="most sentences in a batch (default: no limit but --batch-tokens)")
+                   help="most sentences in a search (default: no limit but --batch-tokens)")
     p.add_argument("--batch-tokens", type=cli.positive_int,
-                   help="most source tokens in a batch (default: translate's, 2048 for beam "
+                   help="most source tokens in a search (default: translate's, 2048 for beam "
                         "search, 4096 for greedy search and sampling)")
     p.add_argument("--shards", type=cli.non_negative_int, default=0,
                    help="translation files to write (0: the runner chooses)")

@@ -20,6 +20,7 @@ model the export was made from (blank lines give "", lines longer than the
 model accepts are cut).
 """
 
+import concurrent.futures
 import dataclasses
 import os
 import warnings
@@ -27,6 +28,7 @@ import zlib
 
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
+from keras_transformer.batch_defaults import DEFAULT_IN_FLIGHT
 from keras_transformer.textfiles import TruncationWarning, read_json
 
 RUNTIMES = ("saved_model", "ctranslate2")
@@ -88,14 +90,33 @@ def batch_seed(seed, batch):
     return zlib.crc32(f"{seed}/{keys}".encode("utf-8")) & 0x7FFFFFFF
 
 
+def split_by_tokens(batch, parts):
+    """`batch` (`Line`s, with `tokens`) cut into at most `parts` runs of
+    consecutive lines with about equal tokens (end tokens counted)."""
+    total = sum(line.tokens + 1 for line in batch)
+    runs, run, done = [], [], 0
+    for line in batch:
+        run.append(line)
+        done += line.tokens + 1
+        if done * parts >= total * (len(runs) + 1) and len(runs) < parts - 1:
+            runs.append(run)
+            run = []
+    return runs + [run] if run else runs
+
+
 class ExportModelHandler(ModelHandler):
-    """Translates batches of `Line`s (any objects with a `text` attribute)
+    """Translates batches of `Line`s (any objects with `text` and `tokens`)
     with an export folder; each result's inference is the translation
     (str).
 
     Batches come from upstream (`SortAndBatchElements` in
     `translate_corpus`): use it with `RunInference(handler.
-    with_no_batching())`.
+    with_no_batching())`. The SavedModel runtime cuts each batch into
+    `in_flight` searches of about equal tokens and runs them at once on
+    threads, as `decoding.Translator` keeps searches in flight: while one
+    is between steps in the graph's loop, the other uses the cores.
+    (RunInference gives a worker one batch at a time, so this is the place
+    to overlap them.)
 
     Args:
         export_dir: an export folder.
@@ -103,15 +124,21 @@ class ExportModelHandler(ModelHandler):
         decoding: a `Decoding` (defaults: the export's).
         threads: CPU threads of one CTranslate2 model (default: its own
             choice); TensorFlow takes its own.
+        in_flight: searches a batch is cut into (SavedModel runtime; the
+            CTranslate2 one batches and threads by itself).
     """
 
-    def __init__(self, export_dir, runtime="saved_model", decoding=Decoding(), threads=None):
+    def __init__(self, export_dir, runtime="saved_model", decoding=Decoding(), threads=None,
+                 in_flight=DEFAULT_IN_FLIGHT):
         super().__init__()
         check_runtime(export_dir, runtime)
+        if in_flight < 1:
+            raise ValueError(f"in_flight must be at least 1; got {in_flight}.")
         self.export_dir = os.fspath(export_dir)
         self.runtime = runtime
         self.decoding = decoding.resolved(export_config(export_dir))
         self.threads = threads
+        self.in_flight = in_flight if runtime == "saved_model" else 1
 
     def load_model(self):
         folder = os.path.join(self.export_dir, self.runtime)
@@ -129,36 +156,42 @@ class ExportModelHandler(ModelHandler):
         return model
 
     def run_inference(self, batch, model, inference_args=None):
-        texts = [line.text for line in batch]
         settings = self.decoding
-        sampling = settings.sampling_topk is not None
         if self.runtime == "ctranslate2":
+            texts = [line.text for line in batch]
             with warnings.catch_warnings():  # cut lines are reported by the pipeline, by name
                 warnings.simplefilter("ignore", TruncationWarning)
-                if sampling:
+                if settings.sampling_topk is not None:
                     translations = model.sample(texts, settings.sampling_topk,
                                                 settings.sampling_temperature, settings.decode_margin)
                 else:
                     translations = model.translate(texts, settings.beam_size, settings.alpha,
                                                    settings.decode_margin)
             return [PredictionResult(line, text) for line, text in zip(batch, translations)]
+        parts = split_by_tokens(batch, self.in_flight)
+        with concurrent.futures.ThreadPoolExecutor(len(parts)) as threads:
+            searched = threads.map(lambda lines: self._search(lines, model), parts)
+            translations = [text for part in searched for text in part]
+        return [PredictionResult(line, translation.decode("utf-8", errors="replace"))
+                for line, translation in zip(batch, translations)]
+
+    def _search(self, lines, model):
+        """The SavedModel's translations (bytes) of `lines`, one search."""
         import tensorflow as tf
 
-        text = tf.constant([text.encode("utf-8") for text in texts], tf.string)
+        settings = self.decoding
+        text = tf.constant([line.text.encode("utf-8") for line in lines], tf.string)
         margin = tf.constant(settings.decode_margin, tf.int32)
-        if sampling:
+        if settings.sampling_topk is not None:
             outputs = model.signatures["sample"](
                 text=text, top_k=tf.constant(settings.sampling_topk, tf.int32),
                 temperature=tf.constant(settings.sampling_temperature, tf.float32),
-                seed=tf.constant(batch_seed(settings.seed, batch), tf.int32), decode_margin=margin)
-            translations = outputs["translations"].numpy()
-        else:
-            outputs = model.signatures["translate"](
-                text=text, beam_size=tf.constant(settings.beam_size, tf.int32),
-                alpha=tf.constant(settings.alpha, tf.float32), decode_margin=margin)
-            translations = outputs["translations"].numpy()[:, 0]
-        return [PredictionResult(line, translation.decode("utf-8", errors="replace"))
-                for line, translation in zip(batch, translations)]
+                seed=tf.constant(batch_seed(settings.seed, lines), tf.int32), decode_margin=margin)
+            return list(outputs["translations"].numpy())
+        outputs = model.signatures["translate"](
+            text=text, beam_size=tf.constant(settings.beam_size, tf.int32),
+            alpha=tf.constant(settings.alpha, tf.float32), decode_margin=margin)
+        return list(outputs["translations"].numpy()[:, 0])
 
     def get_num_bytes(self, batch):
         return sum(len(line.text) for line in batch)

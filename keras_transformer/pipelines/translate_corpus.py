@@ -150,12 +150,14 @@ def translate_corpus(export_dir, pattern, output, runtime="saved_model", decodin
         output: the folder to write.
         runtime: "saved_model" or "ctranslate2" (`ExportModelHandler`).
         decoding: a `Decoding` (defaults: the export's).
-        batch_size: most sentences in a batch (default: no limit but
+        batch_size: most sentences in a search (default: no limit but
             `batch_tokens`).
-        batch_tokens: most source tokens in a batch, end tokens included
+        batch_tokens: most source tokens in a search, end tokens included
             (default: `translate`'s, `batch_defaults.default_batch_tokens`).
             Beam sums the lengths; in batches sorted by length that is
-            about the count with padding that `translate` uses.
+            about the count with padding that `translate` uses. The
+            SavedModel runtime's batches hold `DEFAULT_IN_FLIGHT` searches,
+            run at once (`ExportModelHandler`).
         shards: output files of translations (0: the runner chooses).
         parallel_corpus: also write `corpus/train.tsv`.
         beam_args: Beam pipeline options.
@@ -190,8 +192,9 @@ def translate_corpus(export_dir, pattern, output, runtime="saved_model", decodin
             translated = (read.lines
                           | "SpreadLines" >> beam.Reshuffle()
                           | "Batch" >> beam.SortAndBatchElements(
-                              min_batch_size=1, max_batch_size=batch_size or batch_tokens,
-                              max_batch_weight=batch_tokens,
+                              min_batch_size=1,
+                              max_batch_size=(batch_size or batch_tokens) * handler.in_flight,
+                              max_batch_weight=batch_tokens * handler.in_flight,
                               element_size_fn=lambda line: line.tokens + 1)
                           | "Translate" >> RunInference(handler.with_no_batching()))
             outputs = [translated
