@@ -39,15 +39,15 @@ check $status
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 backends=(${BACKENDS-jax torch tensorflow})
-jobs=()
+pids=()
 for backend in "${backends[@]}"; do
     env KERAS_BACKEND="$backend" .venv/bin/python -m pytest --numprocesses 0 tests/backends \
         "$@" > "$logs/$backend" 2>&1 &
-    jobs+=($!)
+    pids+=($!)
 done
 for i in "${!backends[@]}"; do
     status=0
-    wait "${jobs[$i]}" || status=$?
+    wait "${pids[$i]}" || status=$?
     echo "== tests/backends on the Keras backend ${backends[$i]}"
     cat "$logs/${backends[$i]}"
     check $status
