@@ -8,10 +8,12 @@ DEFAULT_WINDOW = 4096
 
 
 DEFAULT_IN_FLIGHT = 2
-"""Searches a `Translator` runs at once, on threads: while one is in Python
-(between steps, or gathering and detokenizing a result) the other uses the
-cores. Measured on 2 cores with 2,000 Ding sentences (`benchmarks/
-translate_file.py --in-flight 1 2`): 1.2-1.5x the tokens a second of one."""
+"""Searches a `Translator` (and translate-corpus's SavedModel runtime,
+`pipelines.export_handler.ExportModelHandler`) runs at once, on threads:
+while one is in Python (between steps, or gathering and detokenizing a
+result) the other uses the cores. Measured on 2 cores with 2,000 Ding
+sentences (`benchmarks/translate_file.py --in-flight 1 2`): 1.2-1.5x the
+tokens a second of one."""
 
 
 def default_batch_tokens(beam_size):

@@ -6,9 +6,10 @@
 The pipeline: `Create(files)` -> each file's lines, read by `textfiles`'
 rules and numbered, with their length in tokens (the export's own tokenizer)
 -> `Reshuffle` (spread over the workers) -> `SortAndBatchElements` (each
-bundle sorted by length and cut into batches of `batch_tokens` tokens,
+bundle sorted by length and cut into searches of `batch_tokens` tokens,
 translate.py's budget by default, and at most `batch_size` sentences, as
-CTranslate2 and translate.py batch)
+CTranslate2 and translate.py batch; the SavedModel runtime's batches hold
+two searches, run at once)
 -> `RunInference` with `ExportModelHandler` -> JSON-lines shards of
 `{"file", "line", "translation"}`, and optionally a parallel corpus
 `corpus/train.tsv` of `translation TAB source` lines (blank lines left out,
