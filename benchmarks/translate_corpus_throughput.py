@@ -19,12 +19,16 @@ Beam's FnApiRunner in process); with --ctranslate2 also its CTranslate2
 runtime. Beam 4, alpha 0.6, margin 50 (the model's defaults) for all.
 Each turn also runs each command on the file's first line alone: its
 start-up (imports, loading, tracing, the pipeline), which a corpus of
-millions of lines pays once. Figures: lines a second from start to exit,
-and after start-up (the lines but the first over the time beyond the
-one-line run's), the median over --repeats turns.
+millions of lines pays once. Beam's RunInference also imports PyTorch where
+it is installed (the test environment has it): run this in a user's
+environment, `pip install -e ".[beam]"`, to time what a user waits for.
+Figures: lines a second from start to exit, and after start-up (the lines
+but the first over the time beyond the one-line run's), the median over
+--repeats turns.
 """
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -95,7 +99,11 @@ def main():
                   f"{start_up[name][-1]:.1f} s", flush=True)
 
     reference = read_lines(outputs["translate.py"]).lines
-    print(f"\n{machine()}; {len(reference)} lines, median of {args.repeats} turns\n")
+    # Beam's RunInference imports PyTorch where it is installed (for its
+    # model manager), which lengthens translate_corpus.py's start-up.
+    torch = "installed" if importlib.util.find_spec("torch") else "not installed"
+    print(f"\n{machine()}; PyTorch {torch}; {len(reference)} lines, median of {args.repeats} "
+          "turns\n")
     print("| command | lines/s | x | start-up s | lines/s after start-up | x | "
           "identical to translate.py |\n|---|---|---|---|---|---|---|")
     rates = {}
