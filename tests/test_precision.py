@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers.bfloat16 import needs_bfloat16
 from keras_transformer import cli
 from keras_transformer.data import load_tokenizer
 from keras_transformer.decoding import Translator, greedy_search
@@ -22,6 +23,7 @@ def test_the_command_line_offers_the_library_precisions():
     assert cli.PRECISIONS == DECODING_PRECISIONS
 
 
+@needs_bfloat16
 def test_in_precision_casts_the_weights_once_and_keeps_float32_logits(small_run):
     model = load_transformer(str(small_run / "model.keras"))
     assert in_precision(model, "float32") is model
@@ -44,6 +46,7 @@ def test_in_precision_casts_the_weights_once_and_keeps_float32_logits(small_run)
     assert translator.model.compute_dtype == "bfloat16"
 
 
+@needs_bfloat16
 def test_bfloat16_search_mostly_agrees_with_float32(small_run):
     model = load_transformer(str(small_run / "model.keras"))
     rng = np.random.default_rng(1)
@@ -55,6 +58,7 @@ def test_bfloat16_search_mostly_agrees_with_float32(small_run):
     assert same >= 0.75, same  # rounding flips a near-tie now and then, not more
 
 
+@needs_bfloat16
 def test_a_bfloat16_export_serves_what_its_graph_computes_in_process(small_run, tmp_path):
     output = tmp_path / "export"
     # export_run itself checks, before moving the SavedModels into place,
@@ -83,6 +87,7 @@ def test_a_bfloat16_export_serves_what_its_graph_computes_in_process(small_run, 
     keras.backend.clear_session()
 
 
+@needs_bfloat16
 def test_a_reduced_precision_export_of_other_weights_is_refused(small_run, tmp_path, monkeypatch):
     def wrong(model, precision):  # the right precision, one weight matrix reversed
         copy = in_precision(model, precision)

@@ -50,17 +50,14 @@ def stage(number, title):
 def default_precision():
     """mixed_float16 on GPUs (loss-scaled; every CUDA GPU computes float16),
     mixed_bfloat16 on CPUs that compute bfloat16 natively (AVX-512 BF16 or
-    AMX), else float32."""
+    AMX; `cpu_features.native_bfloat16`), else float32."""
     import tensorflow as tf
+
+    from keras_transformer.cpu_features import native_bfloat16
 
     if tf.config.list_physical_devices("GPU"):
         return "mixed_float16"
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            flags = cpuinfo.read()
-    except OSError:
-        return "float32"
-    return "mixed_bfloat16" if ("avx512_bf16" in flags or "amx_bf16" in flags) else "float32"
+    return "mixed_bfloat16" if native_bfloat16() else "float32"
 
 
 def parser():

@@ -7,6 +7,8 @@ import os
 import keras
 import tensorflow as tf
 
+from keras_transformer.cpu_features import check_bfloat16
+
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
@@ -66,6 +68,8 @@ def set_precision(precision):
     and CPUs; no loss scaling needed). Variables stay float32."""
     if precision not in PRECISIONS:
         raise ValueError(f"Unknown precision {precision!r}; expected one of {PRECISIONS}.")
+    if precision == "mixed_bfloat16":
+        check_bfloat16()
     keras.config.set_dtype_policy(precision)
 
 

@@ -1,0 +1,52 @@
+"""What this CPU computes, as TensorFlow sees it: whether it does bfloat16
+natively, and whether TensorFlow's bfloat16 matmuls would crash here.
+
+TensorFlow 2.21 picks oneDNN's bfloat16 kernels from the CPU's flags
+(AVX-512), while `ONEDNN_MAX_CPU_ISA` caps the instructions oneDNN may use.
+Capped below AVX-512 on a CPU that has it (`ONEDNN_MAX_CPU_ISA=AVX2`, the
+setting that imitates an older CPU), the first bfloat16 matmul ends the
+process with a segmentation fault (measured on an AVX-512 BF16 EPYC:
+AVX512_CORE and higher caps run). A CPU without AVX-512 computes bfloat16
+with Eigen and does not crash; `TF_ENABLE_ONEDNN_OPTS=0` does the same on
+any CPU.
+"""
+
+import os
+
+_BELOW_AVX512 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
+"""oneDNN's `ONEDNN_MAX_CPU_ISA` values that leave out AVX-512."""
+
+
+def cpu_flags():
+    """The CPU's feature flags (`/proc/cpuinfo`); empty where unreadable."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def bfloat16_crashes():
+    """Whether a bfloat16 matmul would crash TensorFlow here (see the module
+    docstring)."""
+    capped = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _BELOW_AVX512
+    onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") != "0"
+    return capped and onednn and "avx512f" in cpu_flags()
+
+
+def check_bfloat16():
+    """Raises a one-line ValueError where bfloat16 would crash TensorFlow."""
+    if bfloat16_crashes():
+        raise ValueError(
+            f"bfloat16 cannot run here: ONEDNN_MAX_CPU_ISA={os.environ['ONEDNN_MAX_CPU_ISA']} "
+            "caps oneDNN below this CPU's AVX-512, and TensorFlow then crashes in bfloat16 "
+            "matmuls; unset it, set TF_ENABLE_ONEDNN_OPTS=0, or use float32.")
+
+
+def native_bfloat16():
+    """Whether this CPU computes bfloat16 natively (AVX-512 BF16 or AMX) and
+    TensorFlow can use it."""
+    return bool(cpu_flags() & {"avx512_bf16", "amx_bf16"}) and not bfloat16_crashes()
