@@ -28,34 +28,14 @@ from common import (  # noqa: E402
     torch_transformer,
     training_flops,
 )
-
-
-def batch_ids(batch, length, vocab, seed=0):
-    rng = np.random.default_rng(seed)
-    source = rng.integers(4, vocab, (batch, length)).astype("int32")
-    target = rng.integers(4, vocab, (batch, length + 1)).astype("int32")
-    return source, target[:, :-1], target[:, 1:]
+from keras_transformer.training.sizing import random_batch  # noqa: E402
 
 
 def ours(config, vocab, batch, length, xla=False, precision="float32"):
     """One training step of our model, as a callable."""
-    import tensorflow as tf
+    from keras_transformer.training.sizing import synthetic_step
 
-    from keras_transformer.models import transformer
-    from keras_transformer.training import Trainer, make_strategy, paper_optimizer, set_precision
-
-    source, target_in, labels = batch_ids(batch, length, vocab)
-    set_precision(precision)
-    try:
-        model = transformer(config, vocab)
-        trainer = Trainer(model, paper_optimizer(config), make_strategy("default"),
-                          config.label_smoothing, jit_compile=xla)
-    finally:
-        set_precision("float32")
-    dataset = tf.data.Dataset.from_tensors(
-        ({"source_ids": source, "target_ids": target_in}, labels)).repeat()
-    iterator = iter(dataset)
-    return lambda: trainer.train_step(iterator)["loss"].numpy()
+    return synthetic_step(config, vocab, batch, length, precision, xla)
 
 
 def pytorch(config, vocab, batch, length):
@@ -63,7 +43,8 @@ def pytorch(config, vocab, batch, length):
     import torch
 
     torch.set_num_threads(os.cpu_count())
-    source, target_in, labels = (torch.from_numpy(a.astype("int64")) for a in batch_ids(batch, length, vocab))
+    source, target_in, labels = (torch.from_numpy(a.astype("int64"))
+                                 for a in random_batch(batch, length, vocab))
     model = torch_transformer(config, vocab)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     loss_fn = torch.nn.CrossEntropyLoss(ignore_index=0, label_smoothing=config.label_smoothing)

@@ -8,7 +8,8 @@
 Stages, each reporting its progress:
  1. train the SentencePiece tokenizer and the model (a time budget, or the
     preset's steps with --minutes 0), checkpointing as it goes, and average
-    the last checkpoints;
+    the last checkpoints; with a time budget, the small preset's width is
+    chosen by timing updates on this machine (`training.sizing`);
  2. report BLEU and chrF (sacreBLEU, with signatures) on held-out validation
     and test pairs: whole sentences (4+ words ending in . ? or !) and pairs
     of all kinds;
@@ -32,6 +33,7 @@ from keras_transformer import cli, textfiles  # noqa: E402
 from keras_transformer.models import PRESETS  # noqa: E402
 from keras_transformer.training import STRATEGIES  # noqa: E402
 from keras_transformer.training.run import RunOptions  # noqa: E402
+from keras_transformer.training.sizing import MIN_UPDATES, WIDTHS  # noqa: E402
 
 GERMAN = [
     "Guten Morgen!",
@@ -68,6 +70,10 @@ def parser():
                    help="training time budget; 0 trains for the preset's train_steps")
     p.add_argument("--steps", type=cli.positive_int, help="at most this many updates")
     p.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    p.add_argument("--width", choices=["auto"] + [str(w) for w in WIDTHS], default="auto",
+                   help="the model's d_model (d_ff is four times it); auto: for the small "
+                        "preset with a time budget, the widest that makes about "
+                        f"{MIN_UPDATES:,} updates in it on this machine, else the preset's")
     p.add_argument("--dataset", default="ding")
     p.add_argument("--source-language")
     p.add_argument("--target-language")
@@ -83,21 +89,47 @@ def parser():
     return p
 
 
+def width(args, precision):
+    """The model's d_model: `--width`; else a resumed run's own; else, for
+    the small preset with a time budget, the widest of `sizing.WIDTHS`
+    whose measured update time here predicts `sizing.MIN_UPDATES` updates
+    in the budget (so a slower CPU trains a narrower model that still makes
+    enough updates); else the preset's."""
+    from keras_transformer.models import TransformerConfig
+    from keras_transformer.training.sizing import choose_width
+
+    saved = os.path.join(args.output, "config.json")
+    if args.width != "auto":
+        return int(args.width)  # a resumed run of another width refuses it in one line
+    if os.path.isfile(saved):
+        return TransformerConfig.from_file(saved).d_model
+    if args.preset != "small" or not args.minutes:
+        return PRESETS[args.preset].d_model
+    print("Timing an update of each model width on this machine ...", flush=True)
+    chosen, _ = choose_width(PRESETS[args.preset], args.vocab_size, args.minutes * 60,
+                             precision)
+    return chosen
+
+
 def train(args):
     from keras_transformer.training.run import run_training
 
     precision = default_precision() if args.precision == "auto" else args.precision
+    d_model = width(args, precision)
+    preset = PRESETS[args.preset]
     options = RunOptions(
         output_dir=args.output, dataset=args.dataset, source_language=args.source_language,
         target_language=args.target_language, data_dir=args.data_dir, preset=args.preset,
+        overrides={} if d_model == preset.d_model else dict(d_model=d_model, d_ff=4 * d_model),
         vocab_size=args.vocab_size, strategy=args.strategy, precision=precision,
         steps=args.steps, time_budget_minutes=args.minutes or None,
-        # The small preset makes about 2,500 updates in 15 minutes: average
+        # The small preset makes 2,000-4,000 updates in 15 minutes: average
         # the last 5 of checkpoints 100 updates apart, validate every 500.
         checkpoint_every_steps=100 if args.preset == "small" else 1000,
         eval_every_steps=500 if args.preset == "small" else 5000, bleu_sentences=100,
     )
-    print(f"Preset {args.preset}, dataset {args.dataset}, strategy {args.strategy}, "
+    print(f"Preset {args.preset}, d_model {d_model}, dataset {args.dataset}, "
+          f"strategy {args.strategy}, "
           f"precision {precision}, "
           + (f"{args.minutes:g} minutes of training." if args.minutes else "the preset's steps."))
     return run_training(options)

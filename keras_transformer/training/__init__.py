@@ -18,6 +18,8 @@ names above stay importable where the backend is JAX or PyTorch):
 - `Trainer`: the distributed training loop, with gradient accumulation.
 - `CheckpointCallback`, `checkpoint_paths`, `average_checkpoints`: resumable
   checkpoints and the paper's checkpoint averaging.
+- `training.sizing`: a model width chosen for a time budget by timing
+  updates on the machine (what the demo does).
 """
 
 import importlib
