@@ -203,3 +203,22 @@ def test_a_failure_while_writing_keeps_the_earlier_export(run_dir, tmp_path, mon
         export_run(str(run_dir), str(existing), formats=["keras", "onnx"], overwrite=True)
     assert (tmp_path / "reached").exists()
     assert (existing / "keep.txt").read_text() == "earlier export" and not _leftovers(tmp_path)
+
+
+def test_without_onnxruntime_extensions_translate_onnx_is_written_and_said_unchecked(
+        run_dir, tmp_path, monkeypatch):
+    """The core install (no onnxruntime-extensions) exports every format:
+    translate.onnx, which only that package can run, is written, a warning
+    names the extra, and the report says it was not checked; the other
+    ONNX checks still run."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None
+                        if name == "onnxruntime_extensions" else find_spec(name, *rest))
+    with pytest.warns(UserWarning, match=r"translate\.onnx was written but not checked.*onnx-text"):
+        report = export_run(str(run_dir), str(tmp_path / "export"), formats=["onnx"])
+    onnx_report = report["formats"]["onnx"]
+    assert onnx_report["translate"] == {"path": "onnx/translate.onnx", "checked": False}
+    assert onnx_report["max_logit_difference"] < 1e-4 and onnx_report["beam_tokens_match"]
+    assert (tmp_path / "export" / "onnx" / "translate.onnx").stat().st_size > 0

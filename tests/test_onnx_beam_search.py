@@ -71,6 +71,7 @@ def _assert_agrees(path, model, tokenizer, sentences, more=()):
 
 def test_translate_onnx_translates_as_the_saved_model_where_the_rules_agree(small_run, small_export):
     report = json.loads((small_export / "export.json").read_text())
+    assert report["formats"]["onnx"]["translate"]["checked"]
     assert report["formats"]["onnx"]["translate"]["greedy_matches"]
     model = keras.models.load_model(small_run / "model.keras", safe_mode=True)
     tokenizer = Tokenizer(str(small_run / "tokenizer.model"))

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The whole job from nothing: installs keras-transformer into .venv, makes
-# sure the German-English Ding dictionary (Debian's trans-de-en) is there
-# when the dataset is "ding" (the default), then runs examples/demo.py with
-# the arguments given (see `bash tools/demo.sh --help`).
+# The whole job from nothing: installs keras-transformer (with its onnx-text
+# extra) into .venv, makes sure the German-English Ding dictionary (Debian's
+# trans-de-en) is there when the dataset is "ding" (the default), then runs
+# examples/demo.py with the arguments given (see `bash tools/demo.sh --help`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,8 +30,10 @@ if [ "$dataset" = "ding" ] && [ "$help" = no ] && [ ! -f /usr/share/trans/de-en 
     fi
 fi
 
-echo "Setting up .venv (pip install -e .) ..."
+# The onnx-text extra (onnxruntime-extensions) runs translate.onnx, which the
+# demo's export writes and checks.
+echo "Setting up .venv (pip install -e '.[onnx-text]') ..."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e .
+.venv/bin/python -m pip install --quiet -e ".[onnx-text]"
 exec .venv/bin/python examples/demo.py "$@"
