@@ -129,8 +129,7 @@ def train(args):
         eval_every_steps=500 if args.preset == "small" else 5000, bleu_sentences=100,
     )
     print(f"Preset {args.preset}, d_model {d_model}, dataset {args.dataset}, "
-          f"strategy {args.strategy}, "
-          f"precision {precision}, "
+          f"strategy {args.strategy}, precision {precision}, "
           + (f"{args.minutes:g} minutes of training." if args.minutes else "the preset's steps."))
     return run_training(options)
 
