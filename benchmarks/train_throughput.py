@@ -19,8 +19,6 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-
 from common import (  # noqa: E402
     machine,
     matmul_peak_run,
