@@ -11,8 +11,8 @@ updates.
 Measured for the demo (small preset, Ding German-English, 15 minutes, 2
 cores, float32 with oneDNN capped at AVX2, test sentences): d_model 256
 made 2,163 updates and reached chrF 20.1; d_model 192 (d_ff 768, about 0.63
-of the step's cost) made 3,261 and 3,060 updates in two runs, chrF 21.6 and
-20.3; d_model 128 (0.42 of the cost) made 4,504, chrF 20.9 at a higher
+of the step's cost) made 3,060-3,261 updates in three runs, chrF 20.3-21.6
+(mean 21.0); d_model 128 (0.42 of the cost) made 4,504, chrF 20.9 at a higher
 validation perplexity than 192. The threshold of 3,000 predicted updates
 sits between 256 and 192 there (see docs/benchmarks.md).
 """
