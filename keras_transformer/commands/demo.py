@@ -33,7 +33,7 @@ from keras_transformer import cli, textfiles  # noqa: E402
 from keras_transformer.models import PRESETS  # noqa: E402
 from keras_transformer.training import STRATEGIES  # noqa: E402
 from keras_transformer.training.run import RunOptions  # noqa: E402
-from keras_transformer.training.sizing import MIN_UPDATES, WIDTHS  # noqa: E402
+from keras_transformer.training.sizing import MIN_UPDATES, WIDTHS, choose_width  # noqa: E402
 
 GERMAN = [
     "Guten Morgen!",
@@ -96,7 +96,6 @@ def width(args, precision):
     in the budget (so a slower CPU trains a narrower model that still makes
     enough updates); else the preset's."""
     from keras_transformer.models import TransformerConfig
-    from keras_transformer.training.sizing import choose_width
 
     saved = os.path.join(args.output, "config.json")
     if args.width != "auto":

@@ -339,10 +339,6 @@ def _write_and_check_onnx(model, tokenizer, directory, inputs, expected_logits, 
     # it the file is written, and said to be unchecked, rather than refused.
     run_translate = subgraphs is not None and importlib.util.find_spec(
         "onnxruntime_extensions") is not None
-    if subgraphs is not None and not run_translate:
-        warnings.warn(f"onnx/{onnx_text.FILE} was written but not checked: running it needs "
-                      "onnxruntime-extensions (pip install 'keras-transformer[onnx-text]').",
-                      stacklevel=3)
     logits, tokens, translations = _run_onnx(directory, inputs, run_translate)
     difference = float(np.abs(logits - expected_logits).max())
     _require(difference < 1e-4, f"ONNX logits differ from Keras by {difference} (> 1e-4)")
@@ -351,6 +347,9 @@ def _write_and_check_onnx(model, tokenizer, directory, inputs, expected_logits, 
     report = {"path": "onnx", "opset": onnx_graphs.OPSET, "max_logit_difference": difference,
               "beam_tokens_match": True}
     if subgraphs is not None and not run_translate:
+        warnings.warn(f"onnx/{onnx_text.FILE} was written but not checked: running it needs "
+                      "onnxruntime-extensions (pip install 'keras-transformer[onnx-text]').",
+                      stacklevel=3)
         report["translate"] = {"path": f"onnx/{onnx_text.FILE}", "checked": False}
     elif subgraphs is not None:
         _require(translations == _served_translations(model, tokenizer),
