@@ -89,6 +89,36 @@ def test_ding_corpus_default_direction_and_reverse(tmp_path):
     assert (de.numpy(), en.numpy()) == (de2.numpy(), en2.numpy())
 
 
+def _unbatched(batches):
+    return [pair for sources, targets in batches.as_numpy_iterator() for pair in zip(sources, targets)]
+
+
+def test_pairs_read_in_batches_are_the_pairs_in_their_order(tmp_path):
+    """What one pipeline worker reads: the same pairs as `pairs`, part by
+    part, batch by batch; a TFDS dataset's from its record files."""
+    ding_corpus = corpus("ding", data_dir=str(tmp_path), ding_path=str(_write_ding(tmp_path / "de-en")))
+    tsv = tmp_path / "tsv"
+    tsv.mkdir()
+    (tsv / "train.tsv").write_text("".join(f"Satz {i}\tsentence {i}\n" for i in range(50)), encoding="utf-8")
+    text = tmp_path / "text"
+    text.mkdir()
+    for language, word in (("de", "Zeile"), ("en", "line")):
+        (text / f"train.{language}").write_text("".join(f"{word} {i}\n" for i in range(50)), encoding="utf-8")
+    local_text = corpus(str(text), source_language="de", target_language="en")
+    for source in (ding_corpus, corpus(str(tsv)), local_text):
+        whole = list(source.pairs("train").as_numpy_iterator())
+        assert len(whole) >= 50 and _unbatched(source.pairs("train", batch_size=16)) == whole
+        shapes = [len(sources) for sources, _ in source.pairs("train", batch_size=16).as_numpy_iterator()]
+        assert shapes[:-1] == [16] * (len(shapes) - 1) and 0 < shapes[-1] <= 16
+        for index in range(3):
+            part = list(source.pairs("train", part=(index, 3)).as_numpy_iterator())
+            assert _unbatched(source.pairs("train", part=(index, 3), batch_size=7)) == part
+    reverse = corpus("ding", source_language="en", target_language="de", data_dir=str(tmp_path),
+                     ding_path=str(tmp_path / "de-en"))
+    assert _unbatched(reverse.pairs("test", batch_size=4)) == [
+        (en, de) for de, en in ding_corpus.pairs("test").as_numpy_iterator()]
+
+
 def test_tfds_translation_dataset_with_mock_data():
     with tfds.testing.mock_data(num_examples=6):
         wmt = corpus("wmt14_translate/de-en", source_language="en", target_language="de")

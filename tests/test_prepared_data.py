@@ -85,15 +85,20 @@ def test_shards_hold_the_pairs_of_the_on_the_fly_pipeline(prepared, small_run):
 
 
 def test_one_worker_in_process_writes_the_same_data(prepared, small_run, tmp_path):
+    """Also with more shards than batches of pairs (two parts of 300 pairs
+    make four): the shards left without a batch are written empty."""
     source, shards, info = prepared
     single = prepare_data(data.corpus(str(source)), data.load_tokenizer(small_run), tmp_path / "one",
-                          shards=2, max_length=MAX_LENGTH)
+                          shards=6, max_length=MAX_LENGTH, parts=2)
     assert single["train"] == info["train"] and single["tokenizer"] == info["tokenizer"]
     one, two = PreparedCorpus(tmp_path / "one"), PreparedCorpus(shards)
+    assert len(one.files) == 6 and single["files"] == [os.path.basename(f) for f in one.files]
+    sizes = [sum(1 for _ in tf.data.TFRecordDataset(path)) for path in one.files]
+    assert sizes.count(0) == 3 and sum(sizes) == info["train"]["kept"]
     assert _rows(one.encoded(one.files)) == _rows(two.encoded(two.files))
     with pytest.raises(FileExistsError, match="pass --overwrite"):
         prepare_data(data.corpus(str(source)), data.load_tokenizer(small_run), tmp_path / "one",
-                     shards=2, max_length=MAX_LENGTH)
+                     shards=6, max_length=MAX_LENGTH)
 
 
 def _lengths(encoded):

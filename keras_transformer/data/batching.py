@@ -17,7 +17,7 @@ import tensorflow as tf
 from keras_transformer.data.tokenizer import clean_texts
 
 
-def encode_pairs(pairs, tokenizer):
+def encode_pairs(pairs, tokenizer, parallel=True):
     """`(source, target)` strings -> `(source_ids, target_ids, labels)`.
 
     `source_ids` is the source and an end id; `target_ids` (the decoder
@@ -26,6 +26,7 @@ def encode_pairs(pairs, tokenizer):
     NUL a space (`clean_texts`), as in translation. `pairs` may also be
     batched (`(batch,)` strings): the ids are then ragged `(batch, None)`,
     which tokenizes faster (one op call a batch; `unbatch()` gives pairs).
+    `parallel=False` tokenizes in the thread that reads the dataset.
     """
 
     def encode(source, target):
@@ -37,7 +38,7 @@ def encode_pairs(pairs, tokenizer):
             _join(target_ids, tokenizer.eos_id, at_end=True),
         )
 
-    return pairs.map(encode, num_parallel_calls=tf.data.AUTOTUNE)
+    return pairs.map(encode, num_parallel_calls=tf.data.AUTOTUNE if parallel else None)
 
 
 def _join(ids, special, at_end):

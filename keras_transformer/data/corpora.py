@@ -29,7 +29,7 @@ class Corpus:
     data_dir: str | None = None
     ding_path: str = ding.DEFAULT_PATH
 
-    def pairs(self, split, part=None):
+    def pairs(self, split, part=None, batch_size=None):
         """`tf.data.Dataset` of `(source, target)` tf.string scalars.
 
         `part=(index, count)` reads only part `index` of `count` disjoint
@@ -37,19 +37,35 @@ class Corpus:
         parallel (`keras_transformer.pipelines`): a TFDS dataset reads only
         its part's records (`tfds.even_splits`), local files are read
         whole and every `count`-th pair kept.
+
+        `batch_size` gives batches of pairs instead (`(batch,)` strings a
+        side, the last batch smaller), read a batch at a time with no work
+        per pair: what one pipeline worker on one thread wants. TFDS
+        datasets are then read from their record files in order (see
+        `_tfds_batches`); training reads pairs, in parallel on every core.
         """
         if split not in SPLITS:
             raise ValueError(f"Unknown split {split!r}; expected one of {SPLITS}.")
-        if self.kind in ("tsv", "text"):
-            if self.kind == "tsv":
-                pairs = _tsv_pairs(os.path.join(self.name, f"{split}.tsv"))
-            else:
-                pairs = _text_pairs(
-                    *(os.path.join(self.name, f"{split}.{language}")
-                      for language in (self.source_language, self.target_language))
-                )
-            return pairs if part is None else pairs.shard(part[1], part[0])
+        if self.kind == "tsv":
+            path = os.path.join(self.name, f"{split}.tsv")
+            lines = _tsv_lines(path)
+            if part is not None:
+                lines = lines.shard(part[1], part[0])
+            # Columns split a batch of lines at a time (one call, not one a line).
+            pairs = lines.batch(batch_size or _LINE_BATCH).map(lambda batch: _tsv_columns(batch, path))
+            return pairs if batch_size else pairs.unbatch()
+        if self.kind == "text":
+            pairs = _text_lines(*(os.path.join(self.name, f"{split}.{language}")
+                                  for language in (self.source_language, self.target_language)))
+            if part is not None:
+                pairs = pairs.shard(part[1], part[0])
+            return pairs.batch(batch_size) if batch_size else pairs
         source, target = self.source_language, self.target_language
+        if part is not None:
+            split = tfds.even_splits(split, part[1])[part[0]]
+        builder = self._builder()
+        if batch_size and builder.info.file_format == tfds.core.FileFormat.TFRECORD:
+            return _tfds_batches(builder, split, (source, target), batch_size)
 
         def select(example):
             return example[source], example[target]
@@ -58,11 +74,11 @@ class Corpus:
         # corpora stored one after another (WMT's Europarl, Common Crawl, News
         # Commentary) mix before the shuffle buffer, and every worker of a
         # multi-machine run (and its tokenizer training) sees the same stream.
-        examples = self._builder().as_dataset(
-            split=split if part is None else tfds.even_splits(split, part[1])[part[0]],
-            shuffle_files=split == "train" and part is None,
+        examples = builder.as_dataset(
+            split=split, shuffle_files=split == "train" and part is None,
             read_config=tfds.ReadConfig(shuffle_seed=0))
-        return examples.map(select, num_parallel_calls=tf.data.AUTOTUNE)
+        pairs = examples.map(select, num_parallel_calls=tf.data.AUTOTUNE)
+        return pairs.batch(batch_size) if batch_size else pairs
 
     def _builder(self):
         if self.kind == "ding":
@@ -152,7 +168,12 @@ def _local_corpus(folder, source_language, target_language):
     return Corpus(folder, source_language, target_language, kind="text")
 
 
-def _tsv_pairs(path):
+_LINE_BATCH = 1024
+"""Lines of a TSV file split into columns at once."""
+
+
+def _tsv_lines(path):
+    """The lines of a `source<TAB>target` file, each checked for a TAB."""
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"{path} does not exist.")
     without_tab = []
@@ -163,19 +184,22 @@ def _tsv_pairs(path):
     if without_tab:
         raise ValueError(f"{path}: no TAB in {describe_lines(without_tab)}; every line must be "
                          "'source<TAB>target': fix or remove them.")
-
-    def columns(line):
-        parts = tf.strings.split(line, "\t", maxsplit=1)
-        check = tf.debugging.assert_equal(
-            tf.size(parts), 2, message=f"every line of {path} must be 'source<TAB>target'"
-        )
-        with tf.control_dependencies([check]):
-            return parts[0], parts[1]
-
-    return tf.data.TextLineDataset(path).map(columns)
+    return tf.data.TextLineDataset(path)
 
 
-def _text_pairs(source_path, target_path):
+def _tsv_columns(lines, path):
+    """A batch of `source<TAB>target` lines of `path` -> `(sources, targets)`."""
+    columns = tf.strings.split(lines, "\t", maxsplit=1)
+    check = tf.debugging.assert_equal(
+        columns.row_lengths(), tf.constant(2, tf.int64),
+        message=f"every line of {path} must be 'source<TAB>target'")
+    with tf.control_dependencies([check]):
+        columns = columns.to_tensor()
+    return columns[:, 0], columns[:, 1]
+
+
+def _text_lines(source_path, target_path):
+    """`(source, target)` lines of two files of the same number of lines."""
     counts = []
     for path in (source_path, target_path):
         if not tf.io.gfile.exists(path):
@@ -190,3 +214,26 @@ def _text_pairs(source_path, target_path):
     return tf.data.Dataset.zip(
         (tf.data.TextLineDataset(source_path), tf.data.TextLineDataset(target_path))
     )
+
+
+def _tfds_batches(builder, split, languages, batch_size):
+    """Batches of `languages` text of a prepared TFDS split, read from its
+    record files in order and parsed a batch at a time.
+
+    Our own reader, because it is faster where one thread reads: TFDS's
+    `as_dataset` parses each example in its own map call, and the thread
+    hand-offs of one call an example made a single-threaded Beam worker
+    spend about 3 s on 46,000 Ding pairs, against 0.1 s this way."""
+    instructions = builder.info.splits[split].file_instructions
+    files = tf.data.Dataset.from_tensor_slices((
+        [instruction.filename for instruction in instructions],
+        tf.constant([instruction.skip for instruction in instructions], tf.int64),
+        tf.constant([instruction.take for instruction in instructions], tf.int64)))
+    records = files.flat_map(lambda path, skip, take: tf.data.TFRecordDataset(path).skip(skip).take(take))
+    features = {language: tf.io.FixedLenFeature([], tf.string) for language in languages}
+
+    def parse(serialized):
+        texts = tf.io.parse_example(serialized, features)
+        return tuple(texts[language] for language in languages)
+
+    return records.batch(batch_size).map(parse)
