@@ -25,7 +25,7 @@ from keras_transformer.pipelines.runner import check_output_folder, output_folde
 COUNTS = ("kept", "dropped", "source_tokens", "target_tokens")
 
 
-def one_thread():
+def _one_thread():
     """`tf.data.Options` that run a dataset in the thread reading it: no
     thread pool, no map made parallel or prefetch added by tf.data, and no
     autotuning (which made such a pipeline wait: 1.4 s a part against 1.0 s
@@ -45,11 +45,11 @@ class _EncodePart(beam.DoFn):
     dealt round-robin over the shards; and (tagged "counts") how many pairs
     were kept and dropped.
 
-    Each worker runs on one thread (`one_thread`), a batch at a time:
+    Each worker runs on one thread (`_one_thread`), a batch at a time:
     Beam's parallelism is its workers (Dataflow runs one per CPU). A worker
     that also tokenized on a second thread, beside its Python, was 1.4x
-    faster alone but used 1.5 cores, so two of them on 2 cores made only
-    1.3x of one. A batch travels as one element: every element costs the
+    faster alone but used 1.5 cores, so two of them on 2 cores could make
+    at most 1.3x of one. A batch travels as one element: every element costs the
     runner's data plane more than writing it does."""
 
     def __init__(self, corpus, tokenizer_files, max_length, parts, shards, batch_size=256):
@@ -67,7 +67,7 @@ class _EncodePart(beam.DoFn):
         pairs = self.corpus.pairs("train", part=(part, self.parts), batch_size=self.batch_size)
         encoded = data.encode_pairs(pairs, self.tokenizer, parallel=False)
         counts = dict.fromkeys(COUNTS, 0)
-        for index, (source_ids, _, labels) in enumerate(encoded.with_options(one_thread())):
+        for index, (source_ids, _, labels) in enumerate(encoded.with_options(_one_thread())):
             source_lengths, target_lengths = source_ids.row_lengths().numpy(), labels.row_lengths().numpy()
             keep = data.fits(source_lengths, target_lengths, self.max_length).numpy()
             examples = [prepared.ids_example(source, target) for source, target, fit
@@ -124,7 +124,7 @@ class _CopyHeldOut(beam.DoFn):
             return
         count = 0
         with tf.io.TFRecordWriter(os.path.join(self.folder, split + prepared.SUFFIX)) as writer:
-            for sources, targets in pairs.with_options(one_thread()).as_numpy_iterator():
+            for sources, targets in pairs.with_options(_one_thread()).as_numpy_iterator():
                 for source, target in zip(sources, targets):
                     writer.write(prepared.text_example(source, target))
                 count += len(sources)
