@@ -52,7 +52,8 @@ class Corpus:
             if part is not None:
                 lines = lines.shard(part[1], part[0])
             # Columns split a batch of lines at a time (one call, not one a line).
-            pairs = lines.batch(batch_size or _LINE_BATCH).map(lambda batch: _tsv_columns(batch, path))
+            pairs = lines.batch(batch_size or _LINE_BATCH).map(
+                lambda batch: _tsv_columns(batch, path))
             return pairs if batch_size else pairs.unbatch()
         if self.kind == "text":
             pairs = _text_lines(*(os.path.join(self.name, f"{split}.{language}")
@@ -229,7 +230,8 @@ def _tfds_batches(builder, split, languages, batch_size):
         [instruction.filename for instruction in instructions],
         tf.constant([instruction.skip for instruction in instructions], tf.int64),
         tf.constant([instruction.take for instruction in instructions], tf.int64)))
-    records = files.flat_map(lambda path, skip, take: tf.data.TFRecordDataset(path).skip(skip).take(take))
+    records = files.flat_map(
+        lambda path, skip, take: tf.data.TFRecordDataset(path).skip(skip).take(take))
     features = {language: tf.io.FixedLenFeature([], tf.string) for language in languages}
 
     def parse(serialized):

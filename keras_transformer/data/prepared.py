@@ -57,6 +57,13 @@ SUFFIX = ".tfrecord"
 TOKENIZER_FOLDER = "tokenizer"
 HELD_OUT = ("validation", "test")
 
+
+def train_file(shard, shards):
+    """The name of training shard `shard` of `shards`:
+    `train-SSSSS-of-NNNNN.tfrecord`."""
+    return f"{TRAIN_PREFIX}-{shard:05d}-of-{shards:05d}{SUFFIX}"
+
+
 _IDS = {"source_ids": tf.io.RaggedFeature(tf.int64), "labels": tf.io.RaggedFeature(tf.int64)}
 _TEXT = {"source": tf.io.FixedLenFeature([], tf.string), "target": tf.io.FixedLenFeature([], tf.string)}
 

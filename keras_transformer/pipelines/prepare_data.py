@@ -49,8 +49,8 @@ class _EncodePart(beam.DoFn):
     Beam's parallelism is its workers (Dataflow runs one per CPU). A worker
     that also tokenized on a second thread, beside its Python, was 1.4x
     faster alone but used 1.5 cores, so two of them on 2 cores could make
-    at most 1.3x of one. A batch travels as one element: every element costs the
-    runner's data plane more than writing it does."""
+    at most 1.3x of one. A batch travels as one element: every element
+    costs the runner's data plane more than writing it does."""
 
     def __init__(self, corpus, tokenizer_files, max_length, parts, shards, batch_size=256):
         self.corpus = corpus
@@ -68,7 +68,8 @@ class _EncodePart(beam.DoFn):
         encoded = data.encode_pairs(pairs, self.tokenizer, parallel=False)
         counts = dict.fromkeys(COUNTS, 0)
         for index, (source_ids, _, labels) in enumerate(encoded.with_options(_one_thread())):
-            source_lengths, target_lengths = source_ids.row_lengths().numpy(), labels.row_lengths().numpy()
+            source_lengths = source_ids.row_lengths().numpy()
+            target_lengths = labels.row_lengths().numpy()
             keep = data.fits(source_lengths, target_lengths, self.max_length).numpy()
             examples = [prepared.ids_example(source, target) for source, target, fit
                         in zip(source_ids.to_list(), labels.to_list(), keep) if fit]
@@ -95,8 +96,7 @@ class _WriteShard(beam.DoFn):
 
     def process(self, element):
         shard, batches = element
-        name = f"{prepared.TRAIN_PREFIX}-{shard:05d}-of-{self.shards:05d}{prepared.SUFFIX}"
-        path = os.path.join(self.folder, name)
+        path = os.path.join(self.folder, prepared.train_file(shard, self.shards))
         with tf.io.TFRecordWriter(path + ".partial") as writer:
             for examples in batches:
                 for example in examples:
@@ -199,7 +199,8 @@ def prepare_data(corpus, tokenizer, output, shards, max_length, beam_args=(), pa
                        | "Spread" >> beam.Reshuffle()
                        | "Encode" >> beam.ParDo(_EncodePart(corpus, files, max_length, parts, shards))
                        .with_outputs("counts", main="examples"))
-            every_shard = pipeline | "Shards" >> beam.Create([(shard, []) for shard in range(shards)])
+            every_shard = pipeline | "Shards" >> beam.Create([(shard, []) for shard in
+                                                             range(shards)])
             written = ((encoded.examples, every_shard)
                        | "Batches" >> beam.Flatten()
                        | "ByShard" >> beam.GroupByKey()
