@@ -55,7 +55,7 @@ SEARCHES = (("beam 4", 4), ("greedy", 1))
 def ding_sentences(count, path=None):
     """`count` whole German sentences of Ding, evenly spread over it."""
     from keras_transformer.data.ding import DEFAULT_PATH, parse_line
-    from keras_transformer.evaluation import is_full_sentence
+    from keras_transformer.data.sentences import is_full_sentence
 
     seen, sentences = set(), []
     with open(path or DEFAULT_PATH, encoding="utf-8", errors="replace") as file:

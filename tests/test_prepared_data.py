@@ -238,6 +238,18 @@ def test_prepared_data_refuses_a_run_with_another_tokenizer_in_one_line(prepared
             == data.tokenizer_checksum(data.tokenizer_files(tokenizer)) == info["tokenizer"]["checksum"])
 
 
+def test_prepared_data_refuses_sentence_repeats_in_one_line(prepared, tmp_path):
+    """Token ids cannot tell a sentence from a phrase: refused before the
+    run's folder is made."""
+    _, shards, _ = prepared
+    options = RunOptions(output_dir=str(tmp_path / "run"), dataset=f"prepared:{shards}",
+                         sentence_repeats=2)
+    with pytest.raises(ValueError, match="whole sentences cannot be told apart") as error:
+        run_training(options)
+    assert "\n" not in str(error.value)
+    assert not os.path.exists(options.output_dir)
+
+
 def test_incomplete_or_damaged_folders_are_refused(prepared, tmp_path):
     _, shards, _ = prepared
     copy = tmp_path / "copy"

@@ -10,9 +10,10 @@ Stages, each reporting its progress:
     preset's steps with --minutes 0), checkpointing as it goes, and average
     the last checkpoints; with a time budget, the small preset's width is
     chosen by timing updates on this machine (`training.sizing`);
- 2. report BLEU and chrF (sacreBLEU, with signatures) on held-out validation
-    and test pairs: whole sentences (4+ words ending in . ? or !) and pairs
-    of all kinds;
+ 2. choose the length penalty on the validation whole sentences (4+ words
+    ending in . ? or !; `evaluation.choose_length_penalty`) and report BLEU
+    and chrF (sacreBLEU, with signatures) on held-out validation and test
+    pairs: whole sentences and pairs of all kinds;
  3. export model.keras, the SavedModels and ONNX, each checked;
  4. translate a few German sentences through the SavedModel and through
     onnxruntime, side by side;
@@ -30,6 +31,7 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer import cli, textfiles  # noqa: E402
+from keras_transformer.evaluation import LENGTH_PENALTIES  # noqa: E402
 from keras_transformer.models import PRESETS  # noqa: E402
 from keras_transformer.training import STRATEGIES  # noqa: E402
 from keras_transformer.training.run import RunOptions  # noqa: E402
@@ -79,6 +81,13 @@ def parser():
     p.add_argument("--target-language")
     p.add_argument("--data-dir")
     p.add_argument("--vocab-size", type=cli.positive_int, default=8000)
+    p.add_argument("--sentence-repeats", type=cli.positive_int,
+                   help="read each training pair whose source is a whole sentence this many "
+                        "times (default: 2 for Ding, whose sentences are 5%% of its pairs, "
+                        "else 1)")
+    p.add_argument("--alpha", type=cli.non_negative_float,
+                   help="the length penalty (default: the best of "
+                        f"{', '.join(map(str, LENGTH_PENALTIES))} on validation sentences)")
     p.add_argument("--strategy", choices=STRATEGIES, default="default")
     p.add_argument("--precision", default="auto",
                    help="float32, mixed_float16, mixed_bfloat16 or auto")
@@ -121,6 +130,7 @@ def train(args):
         target_language=args.target_language, data_dir=args.data_dir, preset=args.preset,
         overrides={} if d_model == preset.d_model else dict(d_model=d_model, d_ff=4 * d_model),
         vocab_size=args.vocab_size, strategy=args.strategy, precision=precision,
+        sentence_repeats=args.sentence_repeats or (2 if args.dataset == "ding" else 1),
         steps=args.steps, time_budget_minutes=args.minutes or None,
         # The small preset makes 2,000-4,000 updates in 15 minutes: average
         # the last 5 of checkpoints 100 updates apart, validate every 500.
@@ -133,17 +143,39 @@ def train(args):
     return run_training(options)
 
 
+def length_penalty(args, corpus):
+    """`--alpha`, else the best on the validation whole sentences (those the
+    scores use too), made the run's for every later stage; returns it and
+    the validation chrF of each tried (None with --alpha)."""
+    from keras_transformer.decoding import load_model_and_tokenizer
+    from keras_transformer.evaluation import choose_length_penalty, select_pairs, set_length_penalty
+
+    if args.alpha is not None:
+        set_length_penalty(args.output, args.alpha)
+        return args.alpha, None
+    print("Choosing the length penalty on validation sentences ...", flush=True)
+    pairs = select_pairs(corpus.pairs("validation").as_numpy_iterator(),
+                         limit=args.test_sentences, only_sentences=True)
+    alpha, scores = choose_length_penalty(*load_model_and_tokenizer(args.output), pairs)
+    chrf = {a: round(s.chrf, 2) for a, s in scores.items()}
+    print(f"Validation chrF by length penalty: {chrf}; the run decodes with {alpha}.")
+    set_length_penalty(args.output, alpha)
+    return alpha, chrf
+
+
 def evaluate(args):
     from keras_transformer.decoding import Translator
     from keras_transformer.evaluation import evaluate_pairs, run_corpus
 
-    translator = Translator.from_directory(args.output)
     corpus = run_corpus(args.output)
+    alpha, alpha_chrf = length_penalty(args, corpus)
+    translator = Translator.from_directory(args.output)
     results, samples = {}, []
     for split in ("validation", "test"):
         for kind, only_sentences, limit in (("sentences", True, args.test_sentences),
                                             ("all pairs", False, args.test_pairs)):
-            print(f"Translating {split} {kind} (beam {translator.beam_size}) ...", flush=True)
+            print(f"Translating {split} {kind} (beam {translator.beam_size}, alpha "
+                  f"{translator.alpha}) ...", flush=True)
             scores, rows = evaluate_pairs(translator, corpus.pairs(split).as_numpy_iterator(),
                                           limit=limit, only_sentences=only_sentences,
                                           progress=True)
@@ -156,7 +188,7 @@ def evaluate(args):
     print("\nSample held-out test sentences:")
     for source, reference, hypothesis in samples:
         print(f"  source:     {source}\n  reference:  {reference}\n  hypothesis: {hypothesis}\n")
-    return results, samples
+    return results, samples, {"alpha": alpha, "validation_sentences_chrf": alpha_chrf}
 
 
 SAVED_MODEL_PROCESS = """
@@ -213,7 +245,7 @@ def main():
     stage(1, "Tokenizer and training")
     summary = train(args)
     stage(2, "BLEU and chrF on held-out pairs")
-    results, samples = evaluate(args)
+    results, samples, length_penalty_choice = evaluate(args)
     stage(3, "Export")
     from keras_transformer.export import export_run
 
@@ -230,6 +262,7 @@ def main():
         "scores": {name: {"bleu": s.bleu, "chrf": s.chrf, "bleu_signature": s.bleu_signature,
                           "chrf_signature": s.chrf_signature, "sentences": s.sentences}
                    for name, s in results.items()},
+        "length_penalty": length_penalty_choice,
         "samples": samples, "exported_translations": side_by_side,
         "total_minutes": (time.monotonic() - started) / 60,
     }

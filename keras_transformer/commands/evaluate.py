@@ -71,14 +71,14 @@ def main():
     from keras_transformer import data
     from keras_transformer.decoding import Translator
     from keras_transformer.decoding.translator import max_source_tokens
-    from keras_transformer.evaluation import evaluate_pairs, is_full_sentence, run_corpus
+    from keras_transformer.evaluation import evaluate_pairs, run_corpus
 
     if args.split not in data.corpora.SPLITS:
         parser.error(f"--split must be one of {', '.join(data.corpora.SPLITS)}, not {args.split!r}")
 
     if sources is not None:  # the line numbers of the pairs to score, for warnings
         lines = [number for number, (source, _) in enumerate(pairs, start=1)
-                 if not args.only_sentences or is_full_sentence(source)][:args.limit]
+                 if not args.only_sentences or data.is_full_sentence(source)][:args.limit]
         pairs = [pairs[number - 1] for number in lines]
 
     translator = Translator.from_directory(args.run_dir, model_file=args.model_file,

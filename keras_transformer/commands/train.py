@@ -42,6 +42,10 @@ def parser():
     data.add_argument("--ding-path", default=RunOptions.ding_path)
     data.add_argument("--vocab-size", type=cli.positive_int, default=RunOptions.vocab_size,
                       help="SentencePiece vocabulary (the paper: about 37000 for EN-DE)")
+    data.add_argument("--sentence-repeats", type=cli.positive_int,
+                      default=RunOptions.sentence_repeats,
+                      help="read each pair whose source is a whole sentence (4+ words ending "
+                           "in . ? or !) this many times per pass")
     model = p.add_argument_group("model and recipe")
     model.add_argument("--preset", choices=sorted(PRESETS), default=RunOptions.preset)
     model.add_argument("--init-from", metavar="RUN",
@@ -87,7 +91,8 @@ def options_from(args):
         checkpoint_every_steps=args.checkpoint_every_steps,
         checkpoint_every_minutes=args.checkpoint_every_minutes,
         keep_checkpoints=args.keep_checkpoints, eval_every_steps=args.eval_every_steps,
-        bleu_sentences=args.bleu_sentences, seed=args.seed,
+        bleu_sentences=args.bleu_sentences, sentence_repeats=args.sentence_repeats,
+        seed=args.seed,
     )
 
 

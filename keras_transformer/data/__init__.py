@@ -5,6 +5,8 @@
   `load_tokenizer`: a run folder's tokenizer, ours or an imported model's.
 - `encode_pairs`, `length_report`, `token_batches`: ids, length filtering
   (counted, never silent) and token-budget batching by length buckets.
+- `is_full_sentence`, `repeat_full_sentences`: whole sentences among a
+  dictionary's words and phrases, read more often in training.
 - `PreparedCorpus` (`corpus("prepared:DIR")`): training data tokenized once
   by `examples/prepare_data.py`.
 """
@@ -23,6 +25,11 @@ from keras_transformer.data.batching import (
 from keras_transformer.data.corpora import Corpus, corpus
 from keras_transformer.data.ding import DingDeEn
 from keras_transformer.data.prepared import PreparedCorpus
+from keras_transformer.data.sentences import (
+    is_full_sentence,
+    is_full_sentence_tensor,
+    repeat_full_sentences,
+)
 from keras_transformer.data.tokenizer import (
     BOS_ID,
     EOS_ID,
@@ -57,9 +64,12 @@ __all__ = [
     "clean_texts",
     "fits",
     "has_tokenizer",
+    "is_full_sentence",
+    "is_full_sentence_tensor",
     "load_tokenizer",
     "length_filter",
     "length_report",
+    "repeat_full_sentences",
     "token_batches",
     "tokenizer_checksum",
     "tokenizer_files",
