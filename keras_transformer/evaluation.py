@@ -128,8 +128,12 @@ def choose_length_penalty(model, tokenizer, pairs, alphas=LENGTH_PENALTIES):
     kept = select_pairs(pairs)
     if not kept:
         raise ValueError("No held-out pairs to choose the length penalty on.")
-    scores = {alpha: evaluate_pairs(Translator(model, tokenizer, alpha=alpha), kept)[0]
-              for alpha in alphas}
+    if not alphas or min(alphas) < 0:
+        raise ValueError(f"alphas must be one or more values >= 0; got {alphas}.")
+    translator, scores = Translator(model, tokenizer), {}
+    for alpha in alphas:
+        translator.alpha = alpha
+        scores[alpha], _ = evaluate_pairs(translator, kept)
     return max(alphas, key=lambda alpha: scores[alpha].chrf), scores
 
 

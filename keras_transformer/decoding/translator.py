@@ -161,6 +161,8 @@ class Translator:
         beam_size: default: the model config's (the paper's 4); 1 is
             greedy search.
         alpha: the length penalty; default: the model config's (0.6).
+            Read at every call: set `translator.alpha` to decode with
+            another (see `evaluation.choose_length_penalty`).
         decode_margin: output up to the input length plus this many tokens;
             default: the model config's (50).
         batch_tokens: source tokens per search, padding included (default:
@@ -215,13 +217,14 @@ class Translator:
         self.in_flight = in_flight
         self._threads = None
         self.sampling = sampling
+        # alpha is an input of the trace, so that one translator decodes with
+        # several (choosing one on held-out data) without tracing again.
         self._translate = tf.function(
-            lambda source_ids, blank, seed: translate_ids(
-                model, tokenizer, source_ids, blank, self.beam_size, self.alpha,
-                self.decode_margin,
+            lambda source_ids, blank, seed, alpha: translate_ids(
+                model, tokenizer, source_ids, blank, self.beam_size, alpha, self.decode_margin,
                 sampling=sampling and dataclasses.replace(sampling, seed=seed)),
             input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.bool),
-                             tf.TensorSpec([], tf.int64)],
+                             tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32)],
             # The search's loops and branches are tf.while_loop and tf.cond
             # already; autograph's rewriting of its Python was 1.5 s of the
             # 2.5 s the first batch took (translate.py's start-up).
@@ -337,7 +340,8 @@ class Translator:
             # A sampling seed a batch, from the index of its first sentence
             # in the stream: the same input draws the same translations.
             seed = self.sampling.seed * 1_000_003 + start + int(rows[0]) if self.sampling else 0
-            return rows, self._translate(source, lengths[rows] == 0, tf.constant(seed, tf.int64))
+            return rows, self._translate(source, lengths[rows] == 0, tf.constant(seed, tf.int64),
+                                         tf.constant(self.alpha, tf.float32))
 
         batches = length_batches(lengths + 1, self.batch_tokens, self.batch_size)
         if self.in_flight > 1:
