@@ -5,8 +5,9 @@ dataset split or on a pair of files.
     python examples/evaluate.py runs/ding --split test --only-sentences
     python examples/evaluate.py runs/ding --source-file src.de --reference-file ref.en
 
-Decodes with the paper's settings by default (averaged checkpoints, beam 4,
-alpha 0.6, input length + 50). The two files must have the same number of
+Decodes with the model's settings by default (averaged checkpoints; the
+paper's beam 4, alpha 0.6 unless the run chose another, as the demo does,
+and input length + 50). The two files must have the same number of
 lines (line i of one translates line i of the other): otherwise it stops
 before translating. They are read like translate.py's input, with the same
 warnings, and source lines longer than the model accepts are cut with a

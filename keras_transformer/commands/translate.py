@@ -3,8 +3,9 @@
     echo "Guten Morgen!" | python examples/translate.py runs/ding
     python examples/translate.py runs/ding --input de.txt --output en.txt --beam-size 4
 
-Defaults are the paper's: beam 4, length penalty 0.6, output up to the input
-length + 50 tokens. --sampling-topk K draws each translation from the
+Defaults are the model's, the paper's unless its run chose otherwise (the
+demo chooses the length penalty): beam 4, length penalty 0.6, output up to
+the input length + 50 tokens. --sampling-topk K draws each translation from the
 model's distribution instead (the K most likely tokens, 0 for all), as
 back-translation wants it. Every input line gives one output line: empty and blank
 lines give empty lines; bytes that are not UTF-8 are replaced, and lines
@@ -63,7 +64,8 @@ def main():
     parser.add_argument("--beam-size", type=cli.positive_int,
                         help="beam width; 1 is greedy search (default: the model's, 4)")
     parser.add_argument("--alpha", type=cli.non_negative_float,
-                        help="length penalty (default: the model's, 0.6)")
+                        help="length penalty (default: the model's, 0.6 unless its run "
+                             "chose another)")
     parser.add_argument("--decode-margin", type=cli.non_negative_int,
                         help="translations end within the input's length + this many tokens "
                              "(default: the model's, 50)")
