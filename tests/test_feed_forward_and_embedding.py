@@ -48,6 +48,18 @@ def test_reverse_call_gives_logits_tied_to_the_same_matrix():
     assert len(layer.weights) == 1
 
 
+@pytest.mark.parametrize("vocab_size", [100, 4096, 9000])
+def test_transposed_embeddings_are_the_matrix_transposed(vocab_size):
+    # Transposed in blocks of rows: one, exactly one, and a partial last one.
+    layer = SharedEmbedding(vocab_size, 8)
+    layer.build()
+    transposed = np.asarray(layer.transposed_embeddings())
+    np.testing.assert_array_equal(transposed, np.asarray(layer.embeddings).T)
+    x = np.random.default_rng(1).normal(size=(2, 1, 8)).astype("float32")
+    np.testing.assert_allclose(np.asarray(layer(x, reverse=True, transposed=transposed)),
+                               np.asarray(layer(x, reverse=True)), rtol=1e-5, atol=1e-5)
+
+
 def test_embedding_mask_marks_padding():
     layer = SharedEmbedding(vocab_size=10, d_model=4)
     mask = layer.compute_mask(np.array([[3, 0, 5]]))

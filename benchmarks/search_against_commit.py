@@ -1,0 +1,117 @@
+"""Our search against the same search at an earlier commit of this
+repository: did a change make decoding slower where it should not?
+
+    python benchmarks/search_against_commit.py c4d7b8d [--turns 3 --repeats 7]
+
+Two settings, each beam 4 and greedy, float32, on models with random
+weights whose end token never wins before the limit (so both versions
+compute exactly the same number of steps):
+- fixed length, `benchmarks/decode_throughput.py`'s: the base preset, 16
+  sources of 24 tokens, 40 output tokens each;
+- batch 1, `benchmarks/serving_latency.py`'s: the small preset, one source
+  of 24 tokens, 40 output tokens.
+
+The commit is checked out into a temporary git worktree; each turn starts
+one fresh process per version (this tree's benchmark code, the version's
+library on PYTHONPATH), in turns, `--turns` times, so that both are timed
+at the same time on a machine whose speed drifts. Each process reports the
+median of `--repeats` calls of a traced search after a warm-up call; the
+table gives the median over the turns and old / new (above 1: faster now).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+from common import machine  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def measure(repeats):
+    """Times the searches of the library on PYTHONPATH; prints one JSON line
+    of milliseconds by setting."""
+    import tensorflow as tf
+
+    import decode_throughput as fixed
+    import keras_transformer
+    from common import model_running_to_the_limit
+    from keras_transformer.decoding import beam_search, greedy_search
+    from keras_transformer.models import SMALL
+
+    tree = os.environ["PYTHONPATH"]
+    if not os.path.abspath(keras_transformer.__file__).startswith(os.path.abspath(tree)):
+        raise RuntimeError(f"keras_transformer came from {keras_transformer.__file__}, not {tree}")
+    margin = fixed.OUTPUT_TOKENS - (fixed.SOURCE_LENGTH - 1)
+    source = tf.constant(fixed.sources())
+    settings = (("base, 16 x 24", fixed.base_model(), source),
+                ("small, batch 1", model_running_to_the_limit(
+                    SMALL.replace(decode_margin=margin), fixed.VOCAB), source[:1]))
+    times = {}
+    for name, model, ids in settings:
+        for search_name, search, options in (("beam 4", beam_search, {"beam_size": 4}),
+                                             ("greedy", greedy_search, {})):
+            function = tf.function(lambda s, m=model, search=search, options=options:
+                                   search(m, s, **options).tokens)
+            lengths = np.count_nonzero(function(ids).numpy()[:, 0], axis=1)
+            assert (lengths == fixed.OUTPUT_TOKENS).all(), lengths
+            calls = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                function(ids).numpy()
+                calls.append(time.perf_counter() - start)
+            times[f"{name}, {search_name}"] = 1000 * float(np.median(calls))
+    print(json.dumps(times))
+
+
+def in_process(tree, repeats):
+    """One measuring process with `tree`'s library; its milliseconds."""
+    output = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--measure", "--repeats", str(repeats)],
+        env=os.environ | {"PYTHONPATH": tree}, cwd=HERE, check=True, capture_output=True,
+        text=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("commit", nargs="?", help="the earlier commit (any git revision)")
+    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        return measure(args.repeats)
+    if not args.commit:
+        parser.error("give the earlier commit to compare with")
+    with tempfile.TemporaryDirectory() as scratch:
+        old = os.path.join(scratch, "old")
+        subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", old, args.commit],
+                       check=True, capture_output=True)
+        try:
+            runs = {"old": [], "new": []}
+            for _ in range(args.turns):
+                runs["old"].append(in_process(old, args.repeats))
+                runs["new"].append(in_process(ROOT, args.repeats))
+        finally:
+            subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", old], check=True)
+    isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "not capped")
+    print(f"Machine: {machine()}; oneDNN ISA: {isa}; {time.strftime('%Y-%m-%d %H:%M')}; "
+          f"{args.commit} against this tree, {args.turns} turns\n"
+          f"{'':26s} {'old ms':>8s} {'new ms':>8s} {'old / new':>10s}")
+    for name in runs["new"][0]:
+        old_ms, new_ms = (np.median([turn[name] for turn in runs[who]]) for who in ("old", "new"))
+        print(f"{name:26s} {old_ms:8.1f} {new_ms:8.1f} {old_ms / new_ms:9.2f}x")
+
+
+if __name__ == "__main__":
+    main()
