@@ -75,11 +75,13 @@ def measure(repeats):
 
 def in_process(tree, repeats):
     """One measuring process with `tree`'s library; its milliseconds."""
-    output = subprocess.run(
+    process = subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--measure", "--repeats", str(repeats)],
-        env=os.environ | {"PYTHONPATH": tree}, cwd=HERE, check=True, capture_output=True,
-        text=True).stdout
-    return json.loads(output.strip().splitlines()[-1])
+        env=os.environ | {"PYTHONPATH": tree}, cwd=HERE, capture_output=True, text=True)
+    if process.returncode:  # e.g. a commit whose library lacks what this measures
+        last = process.stderr.strip().splitlines()[-1:] or ["no message"]
+        raise SystemExit(f"Measuring {tree} failed: {last[0]}")
+    return json.loads(process.stdout.strip().splitlines()[-1])
 
 
 def main():
@@ -95,8 +97,10 @@ def main():
         parser.error("give the earlier commit to compare with")
     with tempfile.TemporaryDirectory() as scratch:
         old = os.path.join(scratch, "old")
-        subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", old, args.commit],
-                       check=True, capture_output=True)
+        checkout = subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", old,
+                                   args.commit], capture_output=True, text=True)
+        if checkout.returncode:
+            parser.error(f"cannot check out {args.commit!r}: {checkout.stderr.strip()}")
         try:
             runs = {"old": [], "new": []}
             for _ in range(args.turns):
