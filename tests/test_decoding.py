@@ -107,7 +107,8 @@ def test_dropping_finished_sentences_changes_no_result(reverse_model, beam_size,
 def test_finished_sentences_leave_the_batch(reverse_model):
     """Each step decodes only the unfinished sentences: with greedy search a
     sentence is decoded once per output token (so the rows decoded add up
-    to the output lengths); with beam search, K rows per sentence until it
+    to the output lengths); with beam search, one row per sentence at the
+    first step (its one alive prefix), then K rows per sentence until it
     is done, fewer in all than when every sentence waits for the last."""
     sources = _mixed_sources()
     decoded = []
@@ -127,8 +128,10 @@ def test_finished_sentences_leave_the_batch(reverse_model):
         dropping = decoded.copy()
         decoded.clear()
         beam_search(reverse_model, sources, beam_size=4, max_output_length=6, drop_finished=False)
-        assert sum(dropping) < sum(decoded) == len(sources) * 4 * len(decoded)
-        assert all(rows % 4 == 0 for rows in dropping) and dropping[-1] < dropping[0]
+        assert decoded == [len(sources)] + [len(sources) * 4] * (len(decoded) - 1)
+        assert sum(dropping) < sum(decoded)
+        assert dropping[0] == len(sources) and all(rows % 4 == 0 for rows in dropping[1:])
+        assert dropping[-1] < dropping[1]
     finally:
         del reverse_model.decode_step_growing
     with pytest.raises(ValueError, match="drop_finished=True changes the batch size"):

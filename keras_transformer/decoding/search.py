@@ -131,10 +131,12 @@ class _Decoder:
     The state holds entries of two kinds: one row per sentence (the source
     padding, the cross-attention keys and values; without the cache, the
     encoder output and the source ids), and one row per hypothesis (the
-    self-attention caches, `copies` consecutive rows per sentence).
+    self-attention caches, `copies` consecutive rows per sentence; with
+    `first_copies`, that many before the first step).
     """
 
-    def __init__(self, model, source_ids, copies, length, use_cache, static_cache):
+    def __init__(self, model, source_ids, copies, length, use_cache, static_cache,
+                 first_copies=None):
         self.model = model
         self.copies = copies
         self.use_cache = use_cache
@@ -153,7 +155,8 @@ class _Decoder:
         self.output_weights = model.output_weights()
         if use_cache:
             self.state = model.initial_cache(encoder_output, source_ids,
-                                             None if self.grow_cache else length, copies)
+                                             None if self.grow_cache else length,
+                                             copies if first_copies is None else first_copies)
         else:
             self.state = {"encoder_output": encoder_output, "source_ids": source_ids}
 
@@ -345,9 +348,17 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     batch = tf.shape(source_ids)[0]
     limits = output_limits(source_ids, model, decode_margin, max_output_length)
     length = tf.reduce_max(limits)
-    decoder = _Decoder(model, source_ids, k, length, use_cache, static_cache)
     per_beam = tf.minimum(2 * k, model.target_vocab_size)  # extensions ranked per beam
-    # At the start all K beams hold the same prefix: keep only one alive.
+    # At the start all K beams hold the same prefix: keep only one alive. With
+    # the growing cache the first step also decodes that one row per sentence
+    # (and the K rows are its copies from the second step on), as CTranslate2
+    # does on CPU: a sentence of a real file stays about ten steps in the
+    # batch, so K rows at its first step were 7% of a file's decoder rows at
+    # beam 4. Fixed-shape caches keep K rows throughout; so does a beam whose
+    # first step has fewer than 2K extensions (a vocabulary under 2K tokens).
+    expand_after_first = use_cache and not static_cache
+    first_copies = tf.where(2 * k <= model.target_vocab_size, 1, k) if expand_after_first else k
+    decoder = _Decoder(model, source_ids, k, length, use_cache, static_cache, first_copies)
     sentences = {
         "index": tf.range(batch),
         "limit": limits,
@@ -367,20 +378,25 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     def body(step, sentences, state, results):
         s = sentences
         live = tf.shape(s["alive"])[0]
-        log_probs, state = decoder.log_probs(tf.reshape(s["alive"], [live * k, -1]), step, state,
-                                             at_limit=tf.repeat(step + 1 >= s["limit"], k))
-        # The 2K best extensions of all K beams are among the 2K best of each
-        # beam: rank each beam's vocabulary first, then the K * 2K survivors
-        # (one pass over the vocabulary-wide tensor instead of three). The
-        # order, ties included, is that of ranking all K * vocab at once:
-        # the lower beam, then the lower token, first.
+        # Hypotheses decoded at this step per sentence: the first `copies`
+        # beams (the others are not alive yet at the first step).
+        copies = tf.where(step == 0, first_copies, k) if expand_after_first else k
+        log_probs, state = decoder.log_probs(
+            tf.reshape(s["alive"][:, :copies], [live * copies, -1]), step, state,
+            at_limit=tf.repeat(step + 1 >= s["limit"], copies))
+        # The 2K best extensions of all beams are among the 2K best of each
+        # beam: rank each beam's vocabulary first, then the beams * 2K
+        # survivors (one pass over the vocabulary-wide tensor instead of
+        # three). The order, ties included, is that of ranking all beams *
+        # vocab at once: the lower beam, then the lower token, first.
         row_log_probs, row_tokens = _top_k(log_probs, per_beam)
-        candidates = s["alive_log_probs"][:, :, None] + tf.reshape(row_log_probs,
-                                                                   [live, k, per_beam])
-        top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [live, k * per_beam]),
+        candidates = s["alive_log_probs"][:, :copies, None] + tf.reshape(
+            row_log_probs, [live, copies, per_beam])
+        top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [live, copies * per_beam]),
                                                k=2 * k)
         top_beams = top_ids // per_beam
-        top_tokens = tf.gather(tf.reshape(row_tokens, [live, k * per_beam]), top_ids, batch_dims=1)
+        top_tokens = tf.gather(tf.reshape(row_tokens, [live, copies * per_beam]), top_ids,
+                               batch_dims=1)
         top_sequences = _write(tf.gather(s["alive"], top_beams, batch_dims=1), step + 1,
                                top_tokens)
         is_end = tf.equal(top_tokens, config.eos_id)
@@ -410,7 +426,7 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
                                                                   axis=1),
         }
         # Row j of sentence i continues the hypothesis in cache row `rows[i, j]`.
-        rows = tf.gather(top_beams, keep, batch_dims=1) + tf.range(live)[:, None] * k
+        rows = tf.gather(top_beams, keep, batch_dims=1) + tf.range(live)[:, None] * copies
         if drop:
             def drop_done(sentences, state, results, rows):
                 kept, sentences, results = _drop_done(_is_done(step + 1, sentences), sentences,
