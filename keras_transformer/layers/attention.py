@@ -15,6 +15,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers import _validation
+from keras_transformer.layers._dense import over_positions
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -137,12 +138,12 @@ class MultiHeadAttention(keras.layers.Layer):
     def _project(self, dense, x, head_dim):
         """`dense(x)` split into heads: `(batch, length, heads, head_dim)`.
 
-        The shape is read from `x`, not from the projection: tf2onnx
+        The length is read from `x`, not from the projection: tf2onnx
         converts a reshape that reads the shape of a Dense output on 3-D
         input wrongly (onnx/tensorflow-onnx#2085).
         """
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        return ops.reshape(dense(x), (batch, length, self.num_heads, head_dim))
+        length = x.shape[1] if x.shape[1] is not None else ops.shape(x)[1]
+        return ops.reshape(over_positions(dense, x), (-1, length, self.num_heads, head_dim))
 
     def key_value_cache(self, key, value=None):
         """Projects encoder output once into the `(keys, values)` cache that
@@ -278,9 +279,10 @@ class MultiHeadAttention(keras.layers.Layer):
             weights = ops.cast(ops.softmax(logits, axis=-1), queries.dtype)
         dropped = self._dropout_layer(weights, training=training)
         attended = _heads_first(ops.einsum("bhqk,bhkd->bhqd", dropped, values))
-        batch, length = ops.shape(attended)[0], ops.shape(attended)[1]
-        output = self.output_dense(
-            ops.reshape(attended, (batch, length, self.num_heads * self.value_dim))
+        length = query.shape[1] if query.shape[1] is not None else ops.shape(attended)[1]
+        output = over_positions(
+            self.output_dense,
+            ops.reshape(attended, (-1, length, self.num_heads * self.value_dim)),
         )
         results = (output,)
         if return_attention_scores:

@@ -11,6 +11,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers import _validation
+from keras_transformer.layers._dense import over_positions
 
 
 # Rows of the embedding transposed at a time (see `transposed_embeddings`).
@@ -104,7 +105,8 @@ class SharedEmbedding(keras.layers.Layer):
             # x E^T with E^T stored: the fastest form on oneDNN for any
             # number of rows (512 rows of d_model 256 and 8,000 tokens on 2
             # AMD cores: 1.4x the one-position form below).
-            logits = ops.cast(ops.matmul(inputs, ops.cast(transposed, inputs.dtype)), "float32")
+            weights = ops.cast(transposed, inputs.dtype)
+            logits = ops.cast(over_positions(lambda x: ops.matmul(x, weights), inputs), "float32")
             return logits if self.bias is None else logits + ops.cast(self.bias, "float32")
         if reverse:
             embeddings = ops.cast(self.embeddings, inputs.dtype)

@@ -8,6 +8,7 @@ applied to every position separately and identically.
 import keras
 
 from keras_transformer.layers import _validation
+from keras_transformer.layers._dense import over_positions
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -70,8 +71,8 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.output_dense.build(tuple(input_shape[:-1]) + (self.d_ff,))
 
     def call(self, inputs, training=None):
-        hidden = self.inner_dropout(self.inner_dense(inputs), training=training)
-        return self.output_dense(hidden)
+        hidden = self.inner_dropout(over_positions(self.inner_dense, inputs), training=training)
+        return over_positions(self.output_dense, hidden)
 
     def get_config(self):
         return super().get_config() | {
