@@ -178,7 +178,7 @@ class MultiHeadAttention(keras.layers.Layer):
                                   ops.cast(updates, cache.dtype))
 
     def _mask(self, query_length, key_length, attention_mask, use_causal_mask,
-              position_offset, value_mask, key_mask):
+              position_offset, value_mask, key_mask, appending=False):
         """Combines all masks into one boolean `(batch|1, 1, Tq, Tk)` or None."""
         mask = None
 
@@ -191,7 +191,10 @@ class MultiHeadAttention(keras.layers.Layer):
                 mask = combine(mask, padding[:, None, :])
         if attention_mask is not None:
             mask = combine(mask, attention_mask)
-        if use_causal_mask:
+        if use_causal_mask and not (appending and isinstance(query_length, int)
+                                    and query_length == 1):
+            # (One query appended to a growing cache sits after every key:
+            # its causal mask would allow all of them.)
             rows = ops.arange(query_length)[:, None] + position_offset
             cols = ops.arange(key_length)[None, :]
             mask = combine(mask, (cols <= rows)[None])
@@ -257,13 +260,14 @@ class MultiHeadAttention(keras.layers.Layer):
         if cache is None:
             keys, values = _heads_first(keys), _heads_first(values)
         mask = self._mask(
-            ops.shape(queries)[1],
+            queries.shape[1] if queries.shape[1] is not None else ops.shape(queries)[1],
             ops.shape(keys)[2],
             attention_mask,
             use_causal_mask,
             position_offset,
             value_mask,
             key_mask,
+            appending=append_to_cache,
         )
         scale = ops.cast(1.0 / math.sqrt(self.key_dim), queries.dtype)
         logits = ops.einsum("bhqd,bhkd->bhqk", _heads_first(queries), keys) * scale
@@ -306,5 +310,12 @@ class MultiHeadAttention(keras.layers.Layer):
 
 def _heads_first(x):
     """`(batch, length, heads, dim)` -> `(batch, heads, length, dim)`, and
-    back (the permutation is its own inverse)."""
+    back (the permutation is its own inverse).
+
+    With one position (a decoding step's query, key and value) the two
+    orders hold the same numbers in the same memory order, so a reshape,
+    which copies nothing, does it instead of a transpose.
+    """
+    if x.shape[1] == 1 or x.shape[2] == 1:
+        return ops.reshape(x, (-1, x.shape[2], x.shape[1], x.shape[3]))
     return ops.transpose(x, (0, 2, 1, 3))
