@@ -89,6 +89,9 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
         # them: channel 2i gets sin, channel 2i + 1 gets cos.
         return ops.reshape(ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1), (length, dim))
 
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
     def call(self, inputs, start_index=0):
         _, length, dim = _static_or_dynamic_shape(inputs)
         return inputs + ops.cast(self.encoding(length, dim, start_index), inputs.dtype)

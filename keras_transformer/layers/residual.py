@@ -8,6 +8,8 @@ Pre-norm trains more stably in deep stacks and needs a final LayerNorm after
 the last layer, which the model adds.
 """
 
+import inspect
+
 import keras
 
 from keras_transformer.layers import _validation
@@ -123,6 +125,17 @@ class TransformerLayerBase(keras.layers.Layer):
         self.feed_forward.build(sequence_shape)
         self.feed_forward_norm = self._norm(sequence_shape, "feed_forward_norm")
         self.residual_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+
+    def compute_output_spec(self, sequence, *args, **kwargs):
+        """The output of a symbolic call (a functional model being built or
+        loaded): the input's shape in the compute dtype, given here because
+        Keras would otherwise trace `call` in a scratch graph to find it,
+        which was most of the time a model took to load. With attention
+        scores or a cache, whose structure varies, Keras traces as usual."""
+        arguments = inspect.signature(self.call).bind(sequence, *args, **kwargs).arguments
+        if arguments.get("return_attention_scores") or arguments.get("self_attention_cache"):
+            return super().compute_output_spec(sequence, *args, **kwargs)
+        return keras.KerasTensor(sequence.shape, self.compute_dtype)
 
     def _feed_forward_block(self, x, training):
         output, _ = residual_block(
