@@ -14,10 +14,15 @@ def over_positions(dense, x):
     matrices are small, such shape arithmetic was most of the operations
     TensorFlow ran (about 400 a step), each with its scheduling cost. Here a
     length known when the graph is built (1 in a decoding step) costs no
-    operation at all.
+    operation at all. (Sizes unknown when the graph is built, as inside a
+    loop whose shapes are left free, are read at run time.)
     """
     if len(x.shape) != 3:
         return dense(x)
-    y = dense(ops.reshape(x, (-1, x.shape[-1])))
-    length = x.shape[1] if x.shape[1] is not None else ops.shape(x)[1]
-    return ops.reshape(y, (-1, length, y.shape[-1]))
+    y = dense(ops.reshape(x, (-1, _size(x, -1))))
+    return ops.reshape(y, (-1, _size(x, 1), _size(y, -1)))
+
+
+def _size(x, axis):
+    """The size of `x` along `axis`: a Python int when known statically."""
+    return x.shape[axis] if x.shape[axis] is not None else ops.shape(x)[axis]
