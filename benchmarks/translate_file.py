@@ -31,7 +31,10 @@ time on a machine whose speed drifts. Target tokens are the SentencePiece
 pieces of each contender's translations (one count rule for all); "same"
 is the share of translations equal to our Translator's. oneDNN's
 instruction set can be capped with ONEDNN_MAX_CPU_ISA=AVX2 (and
-CTranslate2's with CT2_FORCE_CPU_ISA=AVX2) in the environment.
+CTranslate2's with CT2_FORCE_CPU_ISA=AVX2) in the environment. Our
+searches get the translate command's threads per operation
+(`batch_defaults.share_cores`: the cores shared by the searches in
+flight); TF_NUM_INTRAOP_THREADS in the environment overrides it.
 """
 
 import argparse
@@ -46,6 +49,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 from common import machine, timed_interleaved  # noqa: E402
+from keras_transformer.batch_defaults import DEFAULT_IN_FLIGHT, share_cores  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -204,9 +208,13 @@ def main():
     parser.add_argument("--in-flight", type=int, nargs="+",
                         help="also time our Translator with this many batches in flight")
     args = parser.parse_args()
+    # As the translate command does: its searches in flight share the cores
+    # (TF_NUM_INTRAOP_THREADS in the environment overrides it).
+    threads = share_cores(DEFAULT_IN_FLIGHT)
     lines = ding_sentences(args.sentences)
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "not capped")
-    print(f"Machine: {machine()}; oneDNN ISA: {isa}; {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"Machine: {machine()}; oneDNN ISA: {isa}; TensorFlow threads per operation: "
+          f"{threads}; {time.strftime('%Y-%m-%d %H:%M')}")
     for run_dir in args.runs:
         measure(run_dir, lines, args)
 

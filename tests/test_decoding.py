@@ -1,6 +1,7 @@
 """Greedy and beam search, the length penalty, and the Translator."""
 
 import itertools
+import os
 
 import keras
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from helpers.tasks import VOCAB, reverse_dataset
+from keras_transformer.batch_defaults import share_cores
 from keras_transformer.data import EOS_ID, Tokenizer, token_batches, train_tokenizer
 from keras_transformer.decoding import Translator, beam_search, greedy_search, length_penalty
 from keras_transformer.decoding.translator import encode_sources, length_batches
@@ -270,6 +272,17 @@ def test_streams_and_batches_of_any_shape_keep_the_input_order_and_trace_once(tr
     source_ids, _ = encode_sources(translator.tokenizer, tf.constant(sentences), 15)
     tokens = beam_search(translator.model, source_ids, beam_size=3).tokens.numpy()[:, 0]
     assert sum(t for _, t in counted) == np.count_nonzero(tokens)
+
+
+def test_each_search_in_flight_gets_its_share_of_the_cores(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    for in_flight, threads in ((1, 8), (2, 4), (3, 2), (16, 1)):
+        monkeypatch.delenv("TF_NUM_INTRAOP_THREADS", raising=False)
+        assert share_cores(in_flight) == threads
+        assert os.environ["TF_NUM_INTRAOP_THREADS"] == str(threads)
+    # A setting of the user's stays.
+    monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "3")
+    assert share_cores(2) == 3 and os.environ["TF_NUM_INTRAOP_THREADS"] == "3"
 
 
 @pytest.mark.filterwarnings("ignore::keras_transformer.textfiles.TruncationWarning")

@@ -22,6 +22,8 @@ import warnings
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer import cli, textfiles  # noqa: E402
+from keras_transformer.batch_defaults import share_cores  # noqa: E402
+
 
 def read_parallel_files(source_file, reference_file):
     """The pairs of two parallel files, refused before any work when their
@@ -69,6 +71,7 @@ def main():
             parser.error("--source-file and --reference-file go together")
         sources, pairs = read_parallel_files(args.source_file, args.reference_file)
 
+    share_cores()
     from keras_transformer import data
     from keras_transformer.decoding import Translator
     from keras_transformer.decoding.translator import max_source_tokens

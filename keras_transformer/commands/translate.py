@@ -28,7 +28,7 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer import cli, textfiles  # noqa: E402
-from keras_transformer.batch_defaults import DEFAULT_WINDOW  # noqa: E402
+from keras_transformer.batch_defaults import DEFAULT_WINDOW, share_cores  # noqa: E402
 
 
 def windows(lines, size):
@@ -102,6 +102,7 @@ def main():
         return
     lines = itertools.chain([first], lines)
 
+    share_cores()
     from keras_transformer.decoding import Sampling, Translator
 
     sampling = None if args.sampling_topk is None else Sampling(

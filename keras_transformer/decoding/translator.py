@@ -173,7 +173,9 @@ class Translator:
             the model accepts.
         in_flight: searches run at once on threads (default:
             `batch_defaults.DEFAULT_IN_FLIGHT`, 2); 1 runs them one after
-            the other. The results are the same either way.
+            the other. The results are the same either way. They are
+            fastest sharing the cores: `batch_defaults.share_cores(in_flight)`
+            before TensorFlow starts (the commands call it).
         sampling: a `Sampling` to draw each translation from the model's
             distribution (for back-translation) instead of beam search.
             Each batch draws with its own seed, made of the sampling's and
