@@ -2,6 +2,8 @@
 
 from keras import ops
 
+from keras_transformer.layers._shapes import size
+
 
 def over_positions(dense, x):
     """`dense(x)` for `x` `(batch, length, features)`, as one 2-D product
@@ -19,10 +21,5 @@ def over_positions(dense, x):
     """
     if len(x.shape) != 3:
         return dense(x)
-    y = dense(ops.reshape(x, (-1, _size(x, -1))))
-    return ops.reshape(y, (-1, _size(x, 1), _size(y, -1)))
-
-
-def _size(x, axis):
-    """The size of `x` along `axis`: a Python int when known statically."""
-    return x.shape[axis] if x.shape[axis] is not None else ops.shape(x)[axis]
+    y = dense(ops.reshape(x, (-1, size(x, -1))))
+    return ops.reshape(y, (-1, size(x, 1), size(y, -1)))

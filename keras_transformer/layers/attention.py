@@ -16,6 +16,7 @@ from keras import ops
 
 from keras_transformer.layers import _validation
 from keras_transformer.layers._dense import over_positions
+from keras_transformer.layers._shapes import size
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -142,8 +143,7 @@ class MultiHeadAttention(keras.layers.Layer):
         converts a reshape that reads the shape of a Dense output on 3-D
         input wrongly (onnx/tensorflow-onnx#2085).
         """
-        length = x.shape[1] if x.shape[1] is not None else ops.shape(x)[1]
-        return ops.reshape(over_positions(dense, x), (-1, length, self.num_heads, head_dim))
+        return ops.reshape(over_positions(dense, x), (-1, size(x, 1), self.num_heads, head_dim))
 
     def key_value_cache(self, key, value=None):
         """Projects encoder output once into the `(keys, values)` cache that
@@ -260,7 +260,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if cache is None:
             keys, values = _heads_first(keys), _heads_first(values)
         mask = self._mask(
-            queries.shape[1] if queries.shape[1] is not None else ops.shape(queries)[1],
+            size(queries, 1),
             ops.shape(keys)[2],
             attention_mask,
             use_causal_mask,
@@ -283,10 +283,9 @@ class MultiHeadAttention(keras.layers.Layer):
             weights = ops.cast(ops.softmax(logits, axis=-1), queries.dtype)
         dropped = self._dropout_layer(weights, training=training)
         attended = _heads_first(ops.einsum("bhqk,bhkd->bhqd", dropped, values))
-        length = query.shape[1] if query.shape[1] is not None else ops.shape(attended)[1]
         output = over_positions(
             self.output_dense,
-            ops.reshape(attended, (-1, length, self.num_heads * self.value_dim)),
+            ops.reshape(attended, (-1, size(query, 1), self.num_heads * self.value_dim)),
         )
         results = (output,)
         if return_attention_scores:

@@ -28,13 +28,7 @@ import keras
 from keras import ops
 
 from keras_transformer.layers import _validation
-
-
-def _static_or_dynamic_shape(x):
-    return tuple(
-        static if static is not None else dynamic
-        for static, dynamic in zip(x.shape, ops.shape(x))
-    )
+from keras_transformer.layers._shapes import size
 
 
 STYLES = ("paper", "marian", "tensor2tensor", "fairseq")
@@ -93,7 +87,7 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
         return input_shape
 
     def call(self, inputs, start_index=0):
-        _, length, dim = _static_or_dynamic_shape(inputs)
+        length, dim = size(inputs, 1), size(inputs, 2)
         return inputs + ops.cast(self.encoding(length, dim, start_index), inputs.dtype)
 
     def get_config(self):
