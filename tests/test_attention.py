@@ -29,6 +29,22 @@ def test_matches_numpy_without_mask(key_dim, value_dim):
     np.testing.assert_allclose(layer(query, value), expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("num_heads", [1, 3])
+def test_matches_numpy_in_a_graph_of_unknown_shapes(num_heads):
+    # Traced with every axis but the features unknown (as in a decoding
+    # loop); one head makes a size-1 axis that the one-position reshape of
+    # the heads must not take for a query length of one.
+    import tensorflow as tf
+
+    query, value = _inputs()
+    layer = MultiHeadAttention(num_heads=num_heads, key_dim=4)
+    layer(query, value)  # built
+    spec = tf.TensorSpec([None, None, DIM])
+    graph = tf.function(lambda q, v: layer(q, v), input_signature=[spec, spec])
+    expected, _ = reference.multi_head_attention(layer, query, value)
+    np.testing.assert_allclose(graph(query, value), expected, atol=1e-5)
+
+
 def test_padding_mask_matches_numpy_and_zeroes_weights():
     query, value = _inputs()
     layer = MultiHeadAttention(num_heads=2, key_dim=4)

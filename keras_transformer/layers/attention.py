@@ -316,5 +316,5 @@ def _heads_first(x):
     which copies nothing, does it instead of a transpose.
     """
     if x.shape[1] == 1 or x.shape[2] == 1:
-        return ops.reshape(x, (-1, x.shape[2], x.shape[1], x.shape[3]))
+        return ops.reshape(x, (-1, size(x, 2), size(x, 1), size(x, 3)))
     return ops.transpose(x, (0, 2, 1, 3))
