@@ -32,12 +32,20 @@ def share_cores(in_flight=DEFAULT_IN_FLIGHT):
     the tokens a second of beam 4 and 1.12x of greedy search. Call it before
     TensorFlow runs its first operation (the `translate` and `evaluate`
     commands do); later it changes nothing.
+
+    Raises:
+        ValueError: `TF_NUM_INTRAOP_THREADS` is set to something other than
+            a whole number.
     """
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    return int(os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, cores // in_flight))))
+    value = os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, cores // in_flight)))
+    if not value.strip().isdigit():
+        raise ValueError(f"TF_NUM_INTRAOP_THREADS must be a whole number of threads per "
+                         f"TensorFlow operation (0: all the cores); got {value!r}.")
+    return int(value)
 
 
 def default_batch_tokens(beam_size):

@@ -283,6 +283,9 @@ def test_each_search_in_flight_gets_its_share_of_the_cores(monkeypatch):
     # A setting of the user's stays.
     monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "3")
     assert share_cores(2) == 3 and os.environ["TF_NUM_INTRAOP_THREADS"] == "3"
+    monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "two")
+    with pytest.raises(ValueError, match="TF_NUM_INTRAOP_THREADS must be a whole number"):
+        share_cores(2)
 
 
 @pytest.mark.filterwarnings("ignore::keras_transformer.textfiles.TruncationWarning")
