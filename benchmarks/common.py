@@ -45,7 +45,8 @@ def matmul_peak_run(framework="tensorflow", dtype="float32", sizes=(1024, 2048, 
     `timed_interleaved` among the steps it is the peak for, so that the peak
     and the steps see the same phases of a shared machine (its speed drifts
     by up to 30% between minutes)."""
-    square = {"tensorflow": _tf_square_matmul, "torch": _torch_square_matmul}[framework]
+    square = {"tensorflow": _tf_square_matmul, "torch": _torch_square_matmul,
+              "jax": _jax_square_matmul}[framework]
     matmuls = {size: square(size, dtype) for size in sizes}
     rates = {size: 2 * size**3 / timed(matmul, 2, 5) for size, matmul in matmuls.items()}
     size = max(rates, key=rates.get)
@@ -74,6 +75,15 @@ def _torch_square_matmul(size, dtype):
     torch.set_num_threads(os.cpu_count())
     a, b = (torch.randn(size, size, dtype=getattr(torch, dtype)) for _ in range(2))
     return lambda: float((a @ b)[0, 0])
+
+
+def _jax_square_matmul(size, dtype):
+    import jax
+    import jax.numpy as jnp
+
+    a, b = (jax.random.normal(jax.random.key(seed), (size, size), dtype) for seed in (0, 1))
+    matmul = jax.jit(lambda a, b: (a @ b)[0, 0])
+    return lambda: float(matmul(a, b))
 
 
 def training_flops(config, vocab, batch, source_length, target_length):
@@ -118,19 +128,22 @@ def torch_transformer(config, vocab):
             self.dropout = torch.nn.Dropout(config.dropout)
             self.scale = math.sqrt(config.d_model)
 
-        def positions(self, length):
-            position = torch.arange(length, dtype=torch.float32)[:, None]
-            frequency = torch.pow(10000.0, -torch.arange(0, config.d_model, 2) / config.d_model)
-            table = torch.zeros(length, config.d_model)
+        def positions(self, length, device):
+            position = torch.arange(length, dtype=torch.float32, device=device)[:, None]
+            frequency = torch.pow(10000.0, -torch.arange(0, config.d_model, 2, device=device)
+                                  / config.d_model)
+            table = torch.zeros(length, config.d_model, device=device)
             table[:, 0::2] = torch.sin(position * frequency)
             table[:, 1::2] = torch.cos(position * frequency)
             return table
 
         def embed(self, ids):
-            return self.dropout(self.embedding(ids) * self.scale + self.positions(ids.shape[1]))
+            return self.dropout(self.embedding(ids) * self.scale
+                                + self.positions(ids.shape[1], ids.device))
 
         def forward(self, source, target):
-            causal = torch.nn.Transformer.generate_square_subsequent_mask(target.shape[1])
+            causal = torch.nn.Transformer.generate_square_subsequent_mask(
+                target.shape[1], device=target.device)
             hidden = self.transformer(
                 self.embed(source), self.embed(target), tgt_mask=causal, tgt_is_causal=True,
                 src_key_padding_mask=source == 0, memory_key_padding_mask=source == 0)

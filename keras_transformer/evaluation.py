@@ -10,10 +10,12 @@ computed.
 import dataclasses
 import os
 
+import keras
 import sacrebleu
 
 from keras_transformer.data.sentences import is_full_sentence
 from keras_transformer.decoding import Translator
+from keras_transformer.decoding.keras_greedy import KerasGreedyTranslator
 from keras_transformer.decoding.translator import load_transformer
 from keras_transformer.models import TransformerConfig
 from keras_transformer.textfiles import clean_text, read_json, replace_file, replace_path
@@ -159,16 +161,23 @@ class BleuValidator:
     `Trainer.train(validators=[...])` to get `val_bleu` and `val_chrf` at the
     end of every epoch.
 
+    On TensorFlow the `Translator` translates; on JAX and PyTorch, where the
+    model being trained lives, `decoding.keras_greedy` does, greedily (the
+    same translations as the `Translator`'s greedy search).
+
     Args:
         tokenizer: the run's tokenizer (see `keras_transformer.data.load_tokenizer`).
         sources: a list of strings.
         references: a list of strings, one per source.
         beam_size: 1 (greedy) keeps validation fast; the paper's final
-            scores use 4.
+            scores use 4 (TensorFlow only).
         batch_tokens: see `Translator` (default: its default).
     """
 
     def __init__(self, tokenizer, sources, references, beam_size=1, batch_tokens=None):
+        if beam_size != 1 and keras.backend.backend() != "tensorflow":
+            raise ValueError(f"Validation with beam_size={beam_size} runs on TensorFlow; on "
+                             f"{keras.backend.backend()} it searches greedily (beam_size=1).")
         self.tokenizer = tokenizer
         self.sources = list(sources)
         self.references = list(references)
@@ -178,7 +187,10 @@ class BleuValidator:
 
     def __call__(self, model):
         if self._translator is None or self._translator.model is not model:
-            self._translator = Translator(model, self.tokenizer, beam_size=self.beam_size,
-                                          batch_tokens=self.batch_tokens)
+            if keras.backend.backend() == "tensorflow":
+                self._translator = Translator(model, self.tokenizer, beam_size=self.beam_size,
+                                              batch_tokens=self.batch_tokens)
+            else:
+                self._translator = KerasGreedyTranslator(model, self.tokenizer)
         hypotheses = self._translator.translate(self.sources)
         return score(hypotheses, self.references).as_dict(prefix="val_")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from keras_transformer.decoding import Translator
 from keras_transformer.export import OnnxTranslator
 from keras_transformer.textfiles import TruncationWarning
-from keras_transformer.training.run import _resume_step
+from keras_transformer.training.checkpoints import average_checkpoints, latest_step
 
 # Any Unicode text, with the characters that break naive code mixed in:
 # lone surrogates (what Python makes of undecodable bytes), NUL, BOM, line
@@ -99,8 +99,16 @@ def test_damaged_run_and_export_files_are_named(small_run, small_export, tmp_pat
         shutil.copy(small_run / "checkpoints" / damaged, tmp_path / "kept")
         (run / "checkpoints" / damaged).write_bytes(b"")
         with pytest.raises(ValueError, match="Cannot resume from the checkpoint .*ckpt-0 .*damaged"):
-            _resume_step(str(run / "checkpoints"))
+            latest_step(str(run / "checkpoints"))
         shutil.copy(tmp_path / "kept", run / "checkpoints" / damaged)
+    # A run trained on JAX or PyTorch: safetensors checkpoints.
+    safetensors = tmp_path / "safetensors"
+    safetensors.mkdir()
+    (safetensors / "ckpt-7.safetensors").write_bytes(b"\x00garbage")
+    assert latest_step(str(safetensors)) == 7
+    model = Translator.from_directory(str(small_run)).model
+    with pytest.raises(ValueError, match="Cannot read checkpoint .*ckpt-7.safetensors.* damaged"):
+        average_checkpoints(model, [str(safetensors / "ckpt-7.safetensors")])
 
     onnx = tmp_path / "onnx"
     shutil.copytree(small_export / "onnx", onnx)

@@ -31,6 +31,9 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer import cli, textfiles  # noqa: E402
+
+cli.use_tensorflow_backend()
+
 from keras_transformer.evaluation import LENGTH_PENALTIES  # noqa: E402
 from keras_transformer.models import PRESETS  # noqa: E402
 from keras_transformer.training import STRATEGIES  # noqa: E402

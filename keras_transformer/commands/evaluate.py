@@ -22,6 +22,9 @@ import warnings
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer import cli, textfiles  # noqa: E402
+
+cli.use_tensorflow_backend()
+
 from keras_transformer.batch_defaults import share_cores  # noqa: E402
 
 

@@ -28,6 +28,9 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer import cli, textfiles  # noqa: E402
+
+cli.use_tensorflow_backend()
+
 from keras_transformer.export import (  # noqa: E402
     DEFAULT_FORMATS,
     FORMATS,

@@ -18,6 +18,9 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer import cli, textfiles  # noqa: E402
+
+cli.use_tensorflow_backend()
+
 from keras_transformer.pretrained import from_preset, save_run  # noqa: E402
 
 

@@ -9,13 +9,16 @@ on a 2-core CPU).
 import argparse
 import time
 
-import keras
-
 from keras_transformer import cli
-from keras_transformer.data import token_batches
-from keras_transformer.data.synthetic import REVERSE_VOCAB, exact_match, reverse_task
-from keras_transformer.models import BASE, transformer
-from keras_transformer.training import Trainer, make_strategy, paper_optimizer
+
+cli.use_tensorflow_backend()
+
+import keras  # noqa: E402
+
+from keras_transformer.data import token_batches  # noqa: E402
+from keras_transformer.data.synthetic import REVERSE_VOCAB, exact_match, reverse_task  # noqa: E402
+from keras_transformer.models import BASE, transformer  # noqa: E402
+from keras_transformer.training import Trainer, make_strategy, paper_optimizer  # noqa: E402
 
 
 def main():

@@ -10,12 +10,18 @@
     python examples/train.py --output runs/opus-finetuned --init-from runs/opus-de-en \\
         --dataset ding --steps 2000 --batch-tokens 4096
 
+    KERAS_BACKEND=jax python examples/train.py --output runs/wmt-base --preset base \\
+        --dataset wmt14_translate/de-en --source-language en --target-language de \\
+        --strategy data-parallel --precision mixed_bfloat16
+
 Writes the tokenizer, checkpoints, TensorBoard logs, model.keras and
 averaged.keras to --output (see keras_transformer/training/run.py). Run the
 same command again to resume a stopped run. --init-from fine-tunes an earlier
 run or an imported pretrained model (examples/import_pretrained.py): its
 weights, tokenizer and config, with a short warmup to a low peak learning
-rate (keras_transformer.training.fine_tuning_recipe).
+rate (keras_transformer.training.fine_tuning_recipe). The Keras backend
+(KERAS_BACKEND, else ~/.keras/keras.json) trains: TensorFlow, JAX or PyTorch
+(keras_transformer/training/backends.py says what each offers).
 """
 
 import argparse
@@ -25,7 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer import cli  # noqa: E402
 from keras_transformer.models import PRESETS, TransformerConfig  # noqa: E402
-from keras_transformer.training import PRECISIONS, STRATEGIES  # noqa: E402
+from keras_transformer.training import PRECISIONS, backends  # noqa: E402
 from keras_transformer.training.run import RunOptions, run_training  # noqa: E402
 
 
@@ -62,9 +68,13 @@ def parser():
     model.add_argument("--accumulate", type=cli.positive_int, default=1,
                        help="micro-batches per update (gradient accumulation)")
     hardware = p.add_argument_group("hardware")
-    hardware.add_argument("--strategy", choices=STRATEGIES, default="default")
+    hardware.add_argument("--strategy", choices=backends.ALL_STRATEGIES, default="default",
+                          help="mirrored, multi_worker, tpu: TensorFlow's tf.distribute; "
+                               "data-parallel: keras.distribution on JAX (every local device, "
+                               "or every host's with KERAS_DISTRIBUTION_* set)")
     hardware.add_argument("--precision", choices=PRECISIONS, default="float32")
-    hardware.add_argument("--xla", action="store_true", help="compile the training step with XLA")
+    hardware.add_argument("--xla", action="store_true",
+                          help="compile the training step with XLA (TensorFlow; JAX always does)")
     logging = p.add_argument_group("checkpoints and logs")
     logging.add_argument("--checkpoint-every-steps", type=cli.non_negative_int,
                          default=RunOptions.checkpoint_every_steps, help="0: none by steps")
@@ -105,6 +115,7 @@ def parse(argv=None):
     if args.checkpoint_every_steps == 0 and not args.checkpoint_every_minutes:
         p.error("--checkpoint-every-steps 0 needs --checkpoint-every-minutes (a run must "
                 "save checkpoints to be resumed and averaged).")
+    backends.check(args.strategy, args.xla)
     return args
 
 

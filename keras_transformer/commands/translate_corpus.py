@@ -30,6 +30,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer import cli  # noqa: E402
 
+cli.use_tensorflow_backend()
+
 
 def parser():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],

@@ -4,7 +4,8 @@
 - `train_tokenizer`, `Tokenizer`: the shared SentencePiece vocabulary;
   `load_tokenizer`: a run folder's tokenizer, ours or an imported model's.
 - `encode_pairs`, `length_report`, `token_batches`: ids, length filtering
-  (counted, never silent) and token-budget batching by length buckets.
+  (counted, never silent) and token-budget batching by length buckets
+  (`shape_boundaries`: the few fixed shapes of batches for XLA).
 - `is_full_sentence`, `repeat_full_sentences`: whole sentences among a
   dictionary's words and phrases, read more often in training.
 - `PreparedCorpus` (`corpus("prepared:DIR")`): training data tokenized once
@@ -20,6 +21,7 @@ from keras_transformer.data.batching import (
     fits,
     length_filter,
     length_report,
+    shape_boundaries,
     token_batches,
 )
 from keras_transformer.data.corpora import Corpus, corpus
@@ -70,6 +72,7 @@ __all__ = [
     "length_filter",
     "length_report",
     "repeat_full_sentences",
+    "shape_boundaries",
     "token_batches",
     "tokenizer_checksum",
     "tokenizer_files",

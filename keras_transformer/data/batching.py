@@ -8,6 +8,18 @@ Pairs are grouped by their source length and their target length together
 the longer of the two as `bucket_by_sequence_length` would: when the two
 languages' lengths differ, as in a dictionary, one key padded both sides to
 the longer one and wasted about half of every batch.
+
+Batches come in two kinds of shapes. By default a batch is padded to its
+longest pair, and the buckets are narrow (every length up to 10, then 10%
+wider each), so that padding stays low; on Ding that gives some 650
+different shapes, which TensorFlow's graphs take in their stride. A step
+compiled with XLA (JAX always, TensorFlow with `--xla`) compiles a program
+for every shape it meets, so `fixed_shapes=True` keys pairs by the longer
+side on a coarse grid of lengths (`shape_boundaries`: each about 1.4 times
+the one before) and pads every batch, both sides, to its bucket's length
+and number of rows: on Ding (small preset, 2,048-token batches) 9 shapes at
+82% real tokens on the source side and 77% on the target side, and 89% of
+the real tokens an update of the default batches holds.
 """
 
 import dataclasses
@@ -111,37 +123,81 @@ def bucket_boundaries(max_length, growth=1.1):
     return boundaries + [max_length]
 
 
+def shape_boundaries(max_length, first=4):
+    """The lengths of `fixed_shapes` batches: `first` times powers of two
+    and 1.5 times those (4, 6, 8, 12, 16, 24, 32, 48, ...: each about 1.4
+    times the one before, on multiples of 2 and 4, as matmul kernels like),
+    the last being `max_length`. A coarser grid compiles fewer programs and
+    pads more: on Ding's pairs (small preset, 2,048-token batches, keyed by
+    the longer side), lengths doubling from 8 gave 4 shapes at 58-62% real
+    tokens, this grid 9 at 77-82%, and 17 lengths (every one from 4 to 8,
+    then steps of 2, 4, 8) 84-89%."""
+    lengths, size = set(), first
+    while size < max_length:
+        lengths.update((size, size * 3 // 2))
+        size *= 2
+    return sorted(length for length in lengths if length < max_length) + [max_length]
+
+
 class _Buckets:
     """The buckets of `token_batches`: the bucket key of a pair's source and
-    target lengths (scalars or vectors), and each bucket's batch size."""
+    target lengths (scalars or vectors), each bucket's batch size, and with
+    `fixed_shapes` the padding of a batch to its bucket's shape.
 
-    def __init__(self, batch_tokens, max_length, batch_multiple):
+    Pairs are keyed by their source and their target length together (a
+    bucket per pair of length ranges), or, with `fixed_shapes`, by the
+    longer of the two alone, both sides then padded to the bucket's length:
+    as many rows fit the budget either way (the longer side sets them), and
+    there are far fewer shapes (9 instead of 68 for Ding's small preset)."""
+
+    def __init__(self, batch_tokens, max_length, batch_multiple, fixed_shapes=False):
         if batch_tokens < max_length * batch_multiple:
             raise ValueError(
                 f"batch_tokens={batch_tokens} cannot hold {batch_multiple} pair(s) of "
                 f"max_length={max_length}; raise batch_tokens or lower max_length."
             )
-        self.boundaries = tf.constant(bucket_boundaries(max_length), tf.int32)
-        self.count = int(self.boundaries.shape[0]) ** 2
-        longest = tf.maximum(self.boundaries[:, None], self.boundaries[None, :])  # (source, target)
-        self.sizes = tf.reshape(tf.maximum(
-            batch_multiple, batch_tokens // longest // batch_multiple * batch_multiple), [-1])
+        self.fixed_shapes = fixed_shapes
+        boundaries = (shape_boundaries if fixed_shapes else bucket_boundaries)(max_length)
+        self.boundaries = tf.constant(boundaries, tf.int32)
+        self.count = len(boundaries) if fixed_shapes else len(boundaries) ** 2
+        # The longest pair of each bucket, by key.
+        longest = self.boundaries if fixed_shapes else tf.reshape(
+            tf.maximum(self.boundaries[:, None], self.boundaries[None, :]), [-1])
+        self.sizes = tf.maximum(batch_multiple,
+                                batch_tokens // longest // batch_multiple * batch_multiple)
 
     def _bucket(self, lengths):
         found = tf.searchsorted(self.boundaries, tf.reshape(lengths, [-1]), side="left")
         return tf.reshape(found, tf.shape(lengths))
 
     def key(self, source_length, label_length):
-        buckets = int(self.boundaries.shape[0])
         source, label = (tf.cast(length, tf.int32) for length in (source_length, label_length))
+        if self.fixed_shapes:
+            return tf.cast(self._bucket(tf.maximum(source, label)), tf.int64)
+        buckets = int(self.boundaries.shape[0])
         return tf.cast(self._bucket(source) * buckets + self._bucket(label), tf.int64)
 
     def size(self, key):
         return tf.cast(tf.gather(self.sizes, key), tf.int64)
 
+    def pad_to_shape(self, inputs, labels, pad_id):
+        """A batch padded with `pad_id` to its bucket's rows and length (both
+        sides). Its bucket is that of its widths: every pair of a bucket has
+        lengths in the bucket's range, so the longest of them too. Padding
+        rows hold only padding labels, which the loss does not count."""
+        key = self.key(tf.shape(inputs["source_ids"])[1], tf.shape(labels)[1])
+        rows, width = tf.cast(self.size(key), tf.int32), self.boundaries[key]
+
+        def pad(ids):
+            return tf.pad(ids, [[0, rows - tf.shape(ids)[0]], [0, width - tf.shape(ids)[1]]],
+                          constant_values=pad_id)
+
+        return {name: pad(ids) for name, ids in inputs.items()}, pad(labels)
+
 
 def token_batches(encoded, batch_tokens, max_length, batch_multiple=1,
-                  shuffle_buffer=0, seed=None, pad_id=0, drop_remainder=False):
+                  shuffle_buffer=0, seed=None, pad_id=0, drop_remainder=False,
+                  fixed_shapes=False):
     """Groups encoded pairs into padded batches of about `batch_tokens` tokens.
 
     Pairs are bucketed by source length and target length; a bucket's batch
@@ -156,11 +212,16 @@ def token_batches(encoded, batch_tokens, max_length, batch_multiple=1,
     batches of a pass, `batch_count`, does not depend on the order of the
     pairs.
 
+    With `fixed_shapes` the buckets' lengths are `shape_boundaries` and
+    every batch is padded to its bucket's lengths and rows (a last, short
+    batch gets rows of padding), so that an XLA-compiled step meets only a
+    few shapes (see the module docstring).
+
     Returns:
         A dataset of `({"source_ids", "target_ids"}, labels)`, int32, padded
         with `pad_id` (the model config's).
     """
-    buckets = _Buckets(batch_tokens, max_length, batch_multiple)
+    buckets = _Buckets(batch_tokens, max_length, batch_multiple, fixed_shapes)
 
     def key(source_ids, target_ids, labels):
         return buckets.key(tf.size(source_ids), tf.size(labels))
@@ -168,12 +229,13 @@ def token_batches(encoded, batch_tokens, max_length, batch_multiple=1,
     def to_model_inputs(source_ids, target_ids, labels):
         return {"source_ids": source_ids, "target_ids": target_ids}, labels
 
-    return _grouped(length_filter(encoded, max_length), buckets, key, to_model_inputs,
+    finish = _with_fixed_shapes(to_model_inputs, buckets, pad_id) if fixed_shapes else to_model_inputs
+    return _grouped(length_filter(encoded, max_length), buckets, key, finish,
                     shuffle_buffer, seed, pad_id, drop_remainder)
 
 
 def block_token_batches(blocks, batch_tokens, max_length, shuffle_buffer=0, seed=None, pad_id=0,
-                        drop_remainder=False):
+                        drop_remainder=False, batch_multiple=1, fixed_shapes=False):
     """`token_batches` of pairs that come in blocks: ragged batches
     `(source_ids, target_ids, labels)` of any size, as batched parsing (or
     `encode_pairs` of batched pairs) gives them. The same batches as
@@ -182,7 +244,7 @@ def block_token_batches(blocks, batch_tokens, max_length, shuffle_buffer=0, seed
     element at a cost of a few microseconds an op, so one that only picks a
     precomputed key instead of three (slice, filter, key) makes the prepared
     data's reader (`data.prepared`) several times faster."""
-    buckets = _Buckets(batch_tokens, max_length, 1)
+    buckets = _Buckets(batch_tokens, max_length, batch_multiple, fixed_shapes)
 
     def rows(source_ids, target_ids, labels):
         lengths = [tf.cast(ids.row_lengths(), tf.int32) for ids in (source_ids, labels)]
@@ -201,7 +263,17 @@ def block_token_batches(blocks, batch_tokens, max_length, shuffle_buffer=0, seed
 
     pairs = blocks.map(rows, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
     padding = (pad_id, pad_id, pad_id, 0, 0, tf.constant(0, tf.int64))
-    return _grouped(pairs, buckets, key, cut, shuffle_buffer, seed, padding, drop_remainder)
+    finish = _with_fixed_shapes(cut, buckets, pad_id) if fixed_shapes else cut
+    return _grouped(pairs, buckets, key, finish, shuffle_buffer, seed, padding, drop_remainder)
+
+
+def _with_fixed_shapes(finish, buckets, pad_id):
+    """`finish`, then `buckets.pad_to_shape`."""
+
+    def fixed(*batch):
+        return buckets.pad_to_shape(*finish(*batch), pad_id)
+
+    return fixed
 
 
 def _grouped(pairs, buckets, key, finish, shuffle_buffer, seed, padding, drop_remainder):
@@ -226,14 +298,14 @@ def _grouped(pairs, buckets, key, finish, shuffle_buffer, seed, padding, drop_re
     return batches.map(finish)
 
 
-def batch_count(lengths, batch_tokens, max_length, batch_multiple=1):
+def batch_count(lengths, batch_tokens, max_length, batch_multiple=1, fixed_shapes=False):
     """How many batches `token_batches(..., drop_remainder=True)` makes of one
     pass over a finite dataset, in any order and with any shuffle: the sum
     over buckets of (pairs in the bucket) // (its batch size), from
     `lengths`, a dataset of the pairs' `(source_ids, labels)` lengths, as
     scalars or in vectors of any size (for resuming a run at its place in
     the data: `data.prepared`)."""
-    buckets = _Buckets(batch_tokens, max_length, batch_multiple)
+    buckets = _Buckets(batch_tokens, max_length, batch_multiple, fixed_shapes)
 
     def add(totals, pair_lengths):
         source, label = (tf.reshape(length, [-1]) for length in pair_lengths)

@@ -231,7 +231,7 @@ class PreparedCorpus:
                                                                    labels.row_lengths()))
 
     def training_input(self, batch_tokens, max_length, shuffle_buffer, seed, pad_id=0,
-                       start_step=0, accumulation_steps=1):
+                       start_step=0, accumulation_steps=1, batch_multiple=1, fixed_shapes=False):
         """The training data for `Trainer.train`, as a function of a
         `tf.distribute.InputContext` (see the module docstring).
 
@@ -245,6 +245,9 @@ class PreparedCorpus:
             start_step: the update the run resumes at; with
                 `accumulation_steps` it says how many micro-batches each
                 replica has already consumed.
+            batch_multiple, fixed_shapes: as for `token_batches`, for a
+                pipeline whose batches are split between devices later (one
+                input context of one replica: keras.distribution on JAX).
 
         Raises (when the function is called):
             ValueError: fewer shard files than input pipelines, or too few
@@ -258,7 +261,8 @@ class PreparedCorpus:
                 raise ValueError(f"{self.directory} has {len(self.files)} shard files for "
                                  f"{pipelines} workers; prepare it with --shards {pipelines} or more.")
             replica_tokens = batch_tokens // context.num_replicas_in_sync
-            per_pass = batch_count(self._lengths(files), replica_tokens, max_length)
+            per_pass = batch_count(self._lengths(files), replica_tokens, max_length,
+                                   batch_multiple, fixed_shapes)
             if not per_pass:
                 raise ValueError(f"{self.directory} has too few pairs in worker {index}'s files to "
                                  f"fill one batch of {replica_tokens} tokens; lower batch_tokens.")
@@ -270,7 +274,7 @@ class PreparedCorpus:
                 return block_token_batches(
                     self._blocks(files, pass_seed), replica_tokens, max_length,
                     shuffle_buffer=shuffle_buffer, seed=pass_seed, pad_id=pad_id,
-                    drop_remainder=True)
+                    drop_remainder=True, batch_multiple=batch_multiple, fixed_shapes=fixed_shapes)
 
             passes = tf.data.Dataset.range(first_pass, tf.int64.max)
             return passes.flat_map(one_pass).skip(skip).prefetch(tf.data.AUTOTUNE)

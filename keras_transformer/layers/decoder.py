@@ -84,8 +84,10 @@ class TransformerDecoderLayer(TransformerLayerBase):
         groups = ops.shape(cache[0])[0]
         # k spelled out rather than a -1 in the reshape, so that a row count
         # that is no multiple of the cache's fails there when shapes are
-        # only known at run time (max: an empty batch has no groups).
-        per_group = rows // ops.maximum(groups, 1)
+        # only known at run time (max: an empty batch has no groups). Sizes
+        # known in advance stay Python ints (JAX's compiled reshapes need
+        # them; `ops.maximum` would make an array of them).
+        per_group = rows // (max(groups, 1) if isinstance(groups, int) else ops.maximum(groups, 1))
         # The attention hands the cache back last; it is unchanged here.
         output, *weights, _ = self.cross_attention(
             ops.reshape(x, (groups, per_group * length, width)), value_mask=padding_mask,

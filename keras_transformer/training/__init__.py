@@ -8,15 +8,24 @@ On any Keras backend (`keras.ops` only; importing them imports no TensorFlow):
   paper_optimizer(config), loss=LabelSmoothedCrossEntropy(...))` and
   `model.fit` train a `Transformer` on one device with plain Keras.
 
-On `tf.distribute` (TensorFlow only, imported on first use, so that the
-names above stay importable where the backend is JAX or PyTorch):
+The training loop and its steps, one trainer a backend, imported on first
+use (each imports its own backend's library; the TensorFlow ones also when
+the Keras backend is another, as the data library):
+- `TrainingLoop` (`training.loop`): the loop, callbacks, validation and
+  logs every trainer shares.
+- `Trainer`: the steps on `tf.distribute`, with gradient accumulation;
+  `make_strategy`, `set_precision`: one device, several GPUs, several
+  machines, TPUs; float32, mixed_float16, mixed_bfloat16.
+- `JaxTrainer`: the steps on JAX, compiled, on one device or data-parallel
+  with `keras.distribution` (`training.jax_trainer`); `TorchTrainer`: on
+  PyTorch, one device.
+- `training.backends`: which strategies, trainer and checkpoints each
+  backend trains with (what `keras-transformer train` picks).
 - `FusedAdam`: Keras' Adam with TensorFlow's fused update kernel, which
   `paper_optimizer` returns on the TensorFlow backend (imported with this
   package there).
-- `make_strategy`, `set_precision`: one device, several GPUs, several
-  machines, TPUs; float32, mixed_float16, mixed_bfloat16.
-- `Trainer`: the distributed training loop, with gradient accumulation.
-- `CheckpointCallback`, `checkpoint_paths`, `average_checkpoints`: resumable
+- `CheckpointCallback` (TensorFlow checkpoints), `SafetensorsCheckpoints`
+  (JAX, PyTorch), `checkpoint_paths`, `average_checkpoints`: resumable
   checkpoints and the paper's checkpoint averaging.
 - `training.sizing`: a model width chosen for a time budget by timing
   updates on the machine (what the demo does).
@@ -44,11 +53,15 @@ if keras.backend.backend() == "tensorflow":
 else:
     keras.saving.get_custom_objects()["keras_transformer>FusedAdam"] = keras.optimizers.Adam
 
-# TensorFlow-only names and the modules that define them.
-_TENSORFLOW_ONLY = {
+# Names imported on first use, and the modules that define them.
+_LAZY = {
     "CheckpointCallback": "checkpoints",
+    "SafetensorsCheckpoints": "checkpoints",
     "average_checkpoints": "checkpoints",
     "checkpoint_paths": "checkpoints",
+    "JaxTrainer": "jax_trainer",
+    "TorchTrainer": "torch_trainer",
+    "TrainingLoop": "loop",
     "PRECISIONS": "distribution",
     "STRATEGIES": "distribution",
     "is_chief": "distribution",
@@ -61,16 +74,16 @@ _TENSORFLOW_ONLY = {
 
 
 def __getattr__(name):
-    """Imports a TensorFlow-only name's module when the name is first used."""
-    if name not in _TENSORFLOW_ONLY:
+    """Imports a name's module when the name is first used."""
+    if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_TENSORFLOW_ONLY[name]}"), name)
+    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     globals()[name] = value
     return value
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_TENSORFLOW_ONLY))
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = [
@@ -78,8 +91,12 @@ __all__ = [
     "STRATEGIES",
     "CheckpointCallback",
     "FusedAdam",
+    "JaxTrainer",
     "LabelSmoothedCrossEntropy",
+    "SafetensorsCheckpoints",
+    "TorchTrainer",
     "Trainer",
+    "TrainingLoop",
     "LinearDecaySchedule",
     "TransformerSchedule",
     "average_checkpoints",

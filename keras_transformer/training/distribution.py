@@ -65,10 +65,11 @@ def is_chief(strategy):
 def set_precision(precision):
     """Sets Keras' global dtype policy: "float32", "mixed_float16" (GPUs; the
     trainer adds dynamic loss scaling) or "mixed_bfloat16" (TPUs, recent GPUs
-    and CPUs; no loss scaling needed). Variables stay float32."""
+    and CPUs; no loss scaling needed). Variables stay float32. (Any Keras
+    backend; the check of the CPU's bfloat16 is TensorFlow's.)"""
     if precision not in PRECISIONS:
         raise ValueError(f"Unknown precision {precision!r}; expected one of {PRECISIONS}.")
-    if precision == "mixed_bfloat16":
+    if precision == "mixed_bfloat16" and keras.backend.backend() == "tensorflow":
         check_bfloat16()
     keras.config.set_dtype_policy(precision)
 

@@ -6,7 +6,9 @@ The output folder holds:
     run.json            the options of the run and its data report
     tokenizer.model     the shared SentencePiece model (and .vocab), or the
                         tokenizer files of the run it was initialised from
-    checkpoints/        the last K training checkpoints, saved.jsonl
+    checkpoints/        the last K training checkpoints (TensorFlow checkpoints
+                        on TensorFlow, safetensors files on JAX and PyTorch),
+                        saved.jsonl
     logs/               TensorBoard event files and metrics.jsonl
     model.keras         the final weights
     averaged.keras      the mean of the last K checkpoints (the paper's
@@ -14,6 +16,11 @@ The output folder holds:
                         those validate better: the model to decode with
 
 Run the same command again on the same folder to resume a stopped run.
+
+The recipe is the same on every Keras backend; the strategies, the trainer
+and the checkpoint format are the backend's (`training.backends`), and the
+model files are Keras' own, so that a run trained on JAX translates,
+evaluates and exports on TensorFlow.
 
 With `init_from` (`examples/train.py --init-from RUN`) the run fine-tunes:
 it starts from the weights, tokenizer and config of an earlier run or an
@@ -42,23 +49,19 @@ from keras_transformer.textfiles import (
     replace_path,
     write_json,
 )
+from keras_transformer.training import backends
 from keras_transformer.training.checkpoints import (
-    CheckpointCallback,
     average_checkpoints,
     checkpoint_paths,
+    latest_step,
 )
-from keras_transformer.training.distribution import (
-    is_chief,
-    make_strategy,
-    set_precision,
-)
+from keras_transformer.training.distribution import set_precision
 from keras_transformer.training.schedule import (
     LinearDecaySchedule,
     fine_tuning_recipe,
     learning_rate_schedule,
     paper_optimizer,
 )
-from keras_transformer.training.trainer import Trainer
 
 
 @dataclasses.dataclass
@@ -211,33 +214,13 @@ def prepare_tokenizer(options, corpus, chief):
                                        options.tokenizer_sentences, options.seed)
 
 
-def _resume_step(checkpoint_dir):
-    """The update count of the latest checkpoint (0 when there is none).
-
-    Under `mixed_float16` the optimizer is a `LossScaleOptimizer` whose own
-    counter stays at 0 while its inner optimizer's counts the updates, so
-    take the largest iteration counter in the checkpoint."""
-    latest = tf.train.latest_checkpoint(checkpoint_dir)
-    if latest is None:
-        return 0
-    try:
-        counters = [name for name, _ in tf.train.list_variables(latest)
-                    if name.startswith("optimizer/") and "_iterations/" in name]
-        return max(int(tf.train.load_variable(latest, name)) for name in counters)
-    except Exception as error:  # TensorFlow's reader raises many types for a damaged file
-        message = getattr(error, "message", None) or str(error) or type(error).__name__
-        raise ValueError(f"Cannot resume from the checkpoint {latest} ({message.splitlines()[0]}); "
-                         f"it is damaged: delete its files, and its lines in "
-                         f"{checkpoint_dir}/checkpoint, to resume from the one before, or use a "
-                         "new --output folder.") from None
-
-
 def run_training(options):
     """Trains, saves and averages; returns a summary dict (also in run.json).
 
     The run's precision applies while it trains; Keras' global dtype policy
     is restored afterwards, so that models loaded later in the same process
     (to evaluate or export) are float32 like the saved weights."""
+    backends.check(options.strategy, options.xla)
     previous_policy = keras.config.dtype_policy()
     set_precision(options.precision)
     try:
@@ -248,8 +231,9 @@ def run_training(options):
 
 def _train(options):
     keras.utils.set_random_seed(options.seed)
-    strategy = make_strategy(options.strategy)
-    chief = is_chief(strategy)
+    backend = backends.current()
+    strategy = backend.strategy(options.strategy)
+    chief = backend.chief(strategy)
     config = resolve_config(options)
     corpus = data.corpus(options.dataset, options.source_language, options.target_language,
                          data_dir=options.data_dir, ding_path=options.ding_path)
@@ -259,14 +243,15 @@ def _train(options):
                          "--sentence-repeats.")
     with _removed_if_setup_fails(options.output_dir, chief):
         tokenizer = prepare_tokenizer(options, corpus, chief)
-        start = _resume_step(os.path.join(options.output_dir, "checkpoints"))
+        start = latest_step(os.path.join(options.output_dir, "checkpoints"))
         # Fine-tuning starts from the initial run's weights; a resumed run
         # restores its own checkpoint instead (and needs no initial run).
         initial_weights = _init_weights(options.init_from) if options.init_from and not start else None
         if chief:
             with replace_file(os.path.join(options.output_dir, "config.json")) as file:
                 file.write(config.to_json())
-    return _train_from(options, strategy, chief, config, corpus, tokenizer, start, initial_weights)
+    return _train_from(options, backend, strategy, chief, config, corpus, tokenizer, start,
+                       initial_weights)
 
 
 @contextlib.contextmanager
@@ -286,18 +271,22 @@ def _removed_if_setup_fails(output_dir, chief):
         raise
 
 
-def _train_from(options, strategy, chief, config, corpus, tokenizer, start, initial_weights):
+def _train_from(options, backend, strategy, chief, config, corpus, tokenizer, start,
+                initial_weights):
     checkpoint_dir = os.path.join(options.output_dir, "checkpoints")
     steps = options.steps or config.train_steps
-    replicas = strategy.num_replicas_in_sync
+    replicas = backend.replicas(strategy)
+    fixed_shapes = backend.fixed_shapes(options.xla)
     micro_batch_tokens = config.batch_tokens // options.accumulation_steps
     if isinstance(corpus, data.PreparedCorpus):
         # Token ids from shards, each worker reading its own files, resumed
         # where the checkpoint left the data (see data.prepared).
         report = corpus.length_report(config.max_length)
-        train_batches = corpus.training_input(
+        train_batches = backend.training_input(corpus.training_input(
             micro_batch_tokens, config.max_length, options.shuffle_buffer, options.seed,
-            pad_id=config.pad_id, start_step=start, accumulation_steps=options.accumulation_steps)
+            pad_id=config.pad_id, start_step=start, accumulation_steps=options.accumulation_steps,
+            batch_multiple=1 if backend.name == "tensorflow" else replicas,
+            fixed_shapes=fixed_shapes), replicas)
     else:
         pairs = data.repeat_full_sentences(corpus.pairs("train"), options.sentence_repeats)
         encoded = data.encode_pairs(pairs, tokenizer).cache()
@@ -305,6 +294,7 @@ def _train_from(options, strategy, chief, config, corpus, tokenizer, start, init
         train_batches = data.token_batches(
             encoded.repeat(), micro_batch_tokens, config.max_length, batch_multiple=replicas,
             shuffle_buffer=options.shuffle_buffer, seed=options.seed + start, pad_id=config.pad_id,
+            fixed_shapes=fixed_shapes,
         ).prefetch(tf.data.AUTOTUNE)
     print(f"Training data: {report}.")
     if options.sentence_repeats > 1:
@@ -313,28 +303,29 @@ def _train_from(options, strategy, chief, config, corpus, tokenizer, start, init
     validation_pairs = corpus.pairs("validation")
     validation_batches = data.token_batches(
         data.encode_pairs(validation_pairs, tokenizer), micro_batch_tokens, config.max_length,
-        batch_multiple=replicas, pad_id=config.pad_id,
+        batch_multiple=replicas, pad_id=config.pad_id, fixed_shapes=fixed_shapes,
     ).cache()
     sample = list(validation_pairs.take(options.bleu_sentences).as_numpy_iterator())
     validators = [BleuValidator(tokenizer, [clean_text(s) for s, _ in sample],
                                 [clean_text(t) for _, t in sample])] if sample else []
 
-    with strategy.scope():
+    with backend.scope(strategy):
         model = transformer(config, tokenizer.vocab_size, tokenizer.target_vocab_size)
         if initial_weights is not None:
             model.set_weights(initial_weights)
         schedule = learning_rate_schedule(config, total_steps=steps)
         optimizer = paper_optimizer(config, schedule)
-    trainer = Trainer(model, optimizer, strategy, config.label_smoothing,
-                      options.accumulation_steps, jit_compile=options.xla)
+        trainer = backend.trainer(model, optimizer, strategy, config.label_smoothing,
+                                  options.accumulation_steps, options.xla)
     keep = options.keep_checkpoints or config.average_checkpoints
-    callbacks = [CheckpointCallback(checkpoint_dir, model, trainer.optimizer, strategy, keep=keep,
-                                    every_steps=options.checkpoint_every_steps,
-                                    every_minutes=options.checkpoint_every_minutes)]
+    callbacks = [backend.checkpoints(checkpoint_dir, trainer, strategy, keep=keep,
+                                     every_steps=options.checkpoint_every_steps,
+                                     every_minutes=options.checkpoint_every_minutes)]
     if options.time_budget_minutes:
         callbacks.append(TimeBudget(options.time_budget_minutes, schedule, steps))
-    print(f"Training {model.count_params() / 1e6:.1f}M parameters on {replicas} replica(s) "
-          f"from step {start} to {steps}, {config.batch_tokens} tokens per update.")
+    print(f"Training {model.count_params() / 1e6:.1f}M parameters on {backend.name}, "
+          f"{replicas} replica(s), from step {start} to {steps}, {config.batch_tokens} tokens "
+          "per update.")
     started = time.monotonic()
     history = trainer.train(
         train_batches, steps, callbacks=callbacks, steps_per_epoch=options.eval_every_steps,
@@ -346,10 +337,13 @@ def _train_from(options, strategy, chief, config, corpus, tokenizer, start, init
         "data": dataclasses.asdict(report),
         "replicas": replicas,
         "start_step": start,
-        "final_step": int(keras.ops.convert_to_numpy(trainer.optimizer.iterations)),
+        "backend": backend.name,
+        "final_step": trainer.step,
         "training_seconds": time.monotonic() - started,
         "last_logs": history[-1] if history else None,
     }
+    if getattr(trainer, "first_updates", None):
+        summary["compiled_shapes"] = _compilation_report(trainer.first_updates)
     if chief:
         with replace_path(os.path.join(options.output_dir, "model.keras")) as path:
             model.save(path)
@@ -360,6 +354,17 @@ def _train_from(options, strategy, chief, config, corpus, tokenizer, start, init
         write_json(os.path.join(options.output_dir, "run.json"), summary)
         print(f"Saved model.keras and averaged.keras in {options.output_dir}.")
     return summary
+
+
+def _compilation_report(first_updates):
+    """What the first update of each batch shape cost (its compilation,
+    mostly), printed and kept in run.json."""
+    seconds = sorted(first_updates.values())
+    print(f"Compiled the update for {len(seconds)} batch shapes: {sum(seconds):.0f} s in all "
+          f"(first updates of {seconds[0]:.1f} to {seconds[-1]:.1f} s).")
+    return {"count": len(seconds), "seconds": sum(seconds),
+            "shapes": {"x".join(map(str, shape)): round(value, 2)
+                       for shape, value in sorted(first_updates.items())}}
 
 
 def _average_if_better(output_dir, last, model, trainer, validation_batches, save):

@@ -21,7 +21,6 @@ import time
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 WIDTHS = (256, 192, 128)
 """The demo's ladder of `d_model` values, each with `d_ff = 4 * d_model`
@@ -39,7 +38,8 @@ def narrowed(config, width):
 
 def random_batch(batch, length, vocab_size, seed=0):
     """Random source ids, target inputs and labels (`batch` x `length`
-    int32 arrays, ids from 4 up: no padding or special tokens)."""
+    int32 arrays, ids from 4 up: no padding or special tokens). (Any
+    backend: this module imports TensorFlow only to time its step.)"""
     rng = np.random.default_rng(seed)
     source = rng.integers(4, vocab_size, (batch, length)).astype("int32")
     target = rng.integers(4, vocab_size, (batch, length + 1)).astype("int32")
@@ -50,6 +50,8 @@ def synthetic_step(config, vocab_size, batch, length, precision="float32", xla=F
     """One training update of a fresh model of `config` on a fixed random
     batch (`batch` x `length` tokens), as a callable returning the loss:
     the library's `Trainer` step, as training runs it, for timing."""
+    import tensorflow as tf
+
     from keras_transformer.models import transformer
     from keras_transformer.training.distribution import make_strategy, set_precision
     from keras_transformer.training.schedule import paper_optimizer

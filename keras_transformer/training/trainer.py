@@ -1,38 +1,26 @@
-"""The training loop: the paper's loss and optimiser on any `tf.distribute`
-strategy, with gradient accumulation, mixed precision and XLA.
+"""The training loop on any `tf.distribute` strategy: the paper's loss and
+optimiser, with gradient accumulation, mixed precision and XLA.
 
 One custom loop serves every strategy. Keras 3's `fit` cannot run under
 `MultiWorkerMirroredStrategy` (it fails while building the model from the
 first distributed batch; keras-team/keras#20585, reproduced with Keras 3.15
 and TensorFlow 2.21), and one loop keeps one-device, multi-GPU and
-multi-machine runs identical. The loop still drives Keras callbacks
-(`keras.callbacks.CallbackList`, with Keras' progress bar).
-
-The loss of an update is the label-smoothed cross-entropy summed over the
-real target tokens of the whole global batch (every replica, every
-accumulated micro-batch) and divided by their number: with token-based
-batches, each token weighs the same however the batch is split.
+multi-machine runs identical. The loop itself (`loop.TrainingLoop`, shared
+with the JAX and PyTorch trainers) drives Keras callbacks and Keras'
+progress bar; this module holds TensorFlow's steps.
 """
 
-import json
-import math
-import os
-import time
-
 import keras
-import numpy as np
 import tensorflow as tf
 
 from keras_transformer.models import PAD_ID
-from keras_transformer.training.distribution import is_chief
 from keras_transformer.training.checkpoints import current_step
+from keras_transformer.training.distribution import is_chief
+from keras_transformer.training.loop import SUMS, TrainingLoop
 from keras_transformer.training.loss import token_statistics
 
-METRICS_FILE = "metrics.jsonl"
-_SUMS = ("loss", "nll", "correct", "tokens")
 
-
-class Trainer:
+class Trainer(TrainingLoop):
     """Trains a `Transformer` (or any model with `{source_ids, target_ids}`
     inputs and logits output) on batches from `keras_transformer.data`.
 
@@ -81,7 +69,7 @@ class Trainer:
         self._compute = tf.function(self._gradients_and_statistics, jit_compile=jit_compile)
         # One update from an iterator over the distributed dataset; returns the
         # sums of `loss`, `nll`, `correct` and `tokens` over the update.
-        self.train_step = tf.function(self._distributed_train_step)
+        self._train_step = tf.function(self._distributed_train_step)
         # Validation batches come in many shapes; one general trace serves them.
         self._eval_step = tf.function(self._distributed_eval_step, reduce_retracing=True)
 
@@ -108,7 +96,7 @@ class Trainer:
             else:  # sparse embedding gradients are summed as dense ones
                 gradients = [tf.convert_to_tensor(a) + tf.convert_to_tensor(b)
                              for a, b in zip(gradients, grads)]
-                totals = {k: totals[k] + stats[k] for k in _SUMS}
+                totals = {k: totals[k] + stats[k] for k in SUMS}
         self.optimizer.apply(gradients, self.model.trainable_variables)
         return totals
 
@@ -124,137 +112,28 @@ class Trainer:
         totals = self.strategy.run(self._replica_eval_step, args=batch)
         return {k: self.strategy.reduce("sum", v, axis=None) for k, v in totals.items()}
 
-    # ----------------------------------------------------------------- loops
+    # ------------------------------------------------- what the loop reads
 
-    def evaluate(self, dataset):
-        """Teacher-forced loss, perplexity and accuracy over a finite dataset."""
-        sums = dict.fromkeys(_SUMS, 0.0)
-        for batch in self.strategy.experimental_distribute_dataset(dataset):
-            for key, value in self._eval_step(batch).items():
-                sums[key] += float(value)
-        return _averages(sums)
+    @property
+    def step(self):
+        return current_step(self.optimizer)
 
-    def train(self, dataset, steps, callbacks=(), steps_per_epoch=100, validation_data=None,
-              validators=(), log_dir=None, verbose=1):
-        """Runs updates until the optimizer has made `steps` of them.
+    @property
+    def learning_rate(self):
+        return float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
 
-        Training resumes from the optimizer's step counter, which a
-        `CheckpointCallback` restores in `on_train_begin`; a restarted run
-        therefore ends at the same step as an uninterrupted one.
+    @property
+    def chief(self):
+        return is_chief(self.strategy)
 
-        Args:
-            dataset: an endless `tf.data.Dataset` of `(inputs, labels)`
-                global micro-batches (`token_batches(...).repeat()` or
-                `token_batches` of a repeated dataset), which the strategy
-                splits between replicas; or a function from a
-                `tf.distribute.InputContext` to the dataset of one input
-                pipeline (a worker), whose elements are per-replica
-                micro-batches (`strategy.distribute_datasets_from_function`;
-                `PreparedCorpus.training_input` makes one).
-            steps: total number of updates.
-            callbacks: Keras callbacks; they see epoch-to-date `loss`
-                (label-smoothed), `perplexity`, `accuracy`, and
-                `learning_rate`, `step`, `tokens_per_second`; at the end of an
-                epoch also `val_*` from `validation_data`.
-            steps_per_epoch: updates between validations (an "epoch" here is
-                that many updates, not a pass over the data).
-            validation_data: a finite dataset for `evaluate`.
-            validators: callables `model -> dict of metrics` run at the end of
-                each epoch on the chief, e.g. `evaluation.BleuValidator`.
-            log_dir: if given, the chief writes TensorBoard scalars and
-                `metrics.jsonl` (one line per epoch and per validation) there.
-            verbose: 1 for Keras' progress bar, 0 for none.
+    def train_step(self, iterator):
+        return {key: float(value) for key, value in self._train_step(iterator).items()}
 
-        Returns:
-            The list of logs written at the end of each epoch.
-        """
-        epochs = math.ceil(steps / steps_per_epoch)
-        callbacks = keras.callbacks.CallbackList(
-            list(callbacks), add_progbar=verbose > 0, model=self.model, verbose=verbose,
-            epochs=epochs, steps=steps_per_epoch,
-        )
-        callbacks.on_train_begin()
-        step = current_step(self.optimizer)
-        log = _MetricLog(log_dir, step) if log_dir and is_chief(self.strategy) else None
+    def _training_iterator(self, dataset):
         if callable(dataset):
-            distributed = self.strategy.distribute_datasets_from_function(dataset)
-        else:
-            distributed = self.strategy.experimental_distribute_dataset(dataset)
-        iterator = iter(distributed)
-        self.model.stop_training = False
-        history, logs = [], {}
-        while step < steps and not self.model.stop_training:
-            epoch = step // steps_per_epoch
-            callbacks.on_epoch_begin(epoch)
-            sums, started, batch = dict.fromkeys(_SUMS, 0.0), time.monotonic(), 0
-            epoch_end = min(steps, (epoch + 1) * steps_per_epoch)
-            while step < epoch_end and not self.model.stop_training:
-                callbacks.on_train_batch_begin(batch)
-                for key, value in self.train_step(iterator).items():
-                    sums[key] += float(value)
-                step = current_step(self.optimizer)
-                logs = _averages(sums) | {
-                    "learning_rate": float(keras.ops.convert_to_numpy(self.optimizer.learning_rate)),
-                    "step": step,
-                    "tokens_per_second": sums["tokens"] / (time.monotonic() - started),
-                }
-                if step == epoch_end:
-                    # Validate and log before the batch-end callbacks, so that
-                    # a checkpoint of this step never exists without its log.
-                    logs = self._end_epoch(logs, validation_data, validators, log, history)
-                callbacks.on_train_batch_end(batch, logs)
-                batch += 1
-            if batch and step != epoch_end:  # stopped early by a callback
-                logs = self._end_epoch(logs, validation_data, validators, log, history)
-            callbacks.on_epoch_end(epoch, logs)
-        callbacks.on_train_end(logs)
-        return history
+            return iter(self.strategy.distribute_datasets_from_function(dataset))
+        return iter(self.strategy.experimental_distribute_dataset(dataset))
 
-
-    def _end_epoch(self, logs, validation_data, validators, log, history):
-        if validation_data is not None:
-            logs = logs | {f"val_{k}": v for k, v in self.evaluate(validation_data).items()}
-        if is_chief(self.strategy):
-            for validator in validators:
-                logs = logs | validator(self.model)
-        if log is not None:
-            log.write(logs)
-        history.append(logs)
-        return logs
-
-
-def _averages(sums):
-    tokens = max(sums["tokens"], 1.0)
-    return {
-        "loss": sums["loss"] / tokens,
-        "perplexity": math.exp(min(sums["nll"] / tokens, 50.0)),
-        "accuracy": sums["correct"] / tokens,
-    }
-
-
-class _MetricLog:
-    """TensorBoard scalars and a JSON-lines file of the logs, per epoch.
-
-    On a resumed run, lines for steps after the restored step (written by the
-    killed run after its last checkpoint) are dropped, so the file never holds
-    a step twice.
-    """
-
-    def __init__(self, directory, start_step):
-        os.makedirs(directory, exist_ok=True)
-        self.path = os.path.join(directory, METRICS_FILE)
-        if os.path.exists(self.path):
-            with open(self.path) as lines:
-                kept = [line for line in lines if json.loads(line)["step"] <= start_step]
-            with open(self.path, "w") as lines:
-                lines.writelines(kept)
-        self.writer = tf.summary.create_file_writer(directory)
-
-    def write(self, logs):
-        with self.writer.as_default():
-            for key, value in logs.items():
-                if key != "step" and np.isscalar(value):
-                    tf.summary.scalar(key, value, step=logs["step"])
-        self.writer.flush()
-        with open(self.path, "a") as lines:
-            lines.write(json.dumps({k: float(v) for k, v in logs.items()} | {"time": time.time()}) + "\n")
+    def _evaluation_sums(self, dataset):
+        for batch in self.strategy.experimental_distribute_dataset(dataset):
+            yield {key: float(value) for key, value in self._eval_step(batch).items()}

@@ -105,3 +105,46 @@ def test_keras_file_round_trip(model, tmp_path):
     assert isinstance(loaded, Transformer) and loaded.config == model.config
     assert [w.path for w in loaded.weights] == [w.path for w in model.weights]
     np.testing.assert_array_equal(_logits(loaded, source, target), _logits(model, source, target))
+
+
+def _numpy_greedy(model, source):
+    """Greedy search by full NumPy forward passes over each prefix (banned
+    padding and start tokens, the end token forced at the length limit)."""
+    config = model.config
+    real = int(np.sum((source != config.pad_id) & (source != config.eos_id)))
+    limit = min(real + config.decode_margin, config.max_length)
+    banned = {config.pad_id, config.decoder_start_id} - {config.eos_id}
+    tokens = [config.decoder_start_id]
+    while len(tokens) <= limit and tokens[-1] != config.eos_id or len(tokens) == 1:
+        logits = reference.transformer_logits(model, source[None], np.array([tokens]))[0, -1]
+        logits[sorted(banned)] = -np.inf
+        if len(tokens) >= limit:
+            logits[np.arange(len(logits)) != config.eos_id] = -np.inf
+        tokens.append(int(np.argmax(logits)))
+    return tokens
+
+
+def test_the_keras_greedy_search_matches_a_numpy_greedy_search(model):
+    # What validates a run training on this backend (`decoding.keras_greedy`).
+    from keras_transformer.decoding.keras_greedy import greedy_tokens
+
+    config = model.config
+    model.config = config.replace(decode_margin=5)
+    try:
+        for weight in model.weights:  # peaked distributions: no near-ties
+            if "embeddings" in weight.path:
+                weight.assign(numpy(weight) * 4.0)
+        source, _ = batch(config, seed=3)
+        source = np.concatenate([source, np.full((3, 1), config.pad_id, "int32")], axis=1)
+        for row in range(3):  # the end token after each source
+            source[row, int(np.sum(source[row] != config.pad_id))] = config.eos_id
+        found = numpy(greedy_tokens(model, source))
+        for row in range(3):
+            expected = _numpy_greedy(model, source[row])
+            assert found[row, :len(expected)].tolist() == expected
+            assert np.all(found[row, len(expected):] == config.pad_id)
+    finally:
+        model.config = config
+        for weight in model.weights:
+            if "embeddings" in weight.path:
+                weight.assign(numpy(weight) / 4.0)

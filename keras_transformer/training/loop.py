@@ -1,0 +1,188 @@
+"""The training loop every backend shares: updates until a step count, Keras
+callbacks and Keras' progress bar, validation every N updates, and the logs
+(TensorBoard and `metrics.jsonl`).
+
+A backend's trainer (`trainer.Trainer` on `tf.distribute`,
+`jax_trainer.JaxTrainer` on JAX with `keras.distribution`,
+`torch_trainer.TorchTrainer` on PyTorch) subclasses `TrainingLoop` and
+supplies the update and the evaluation of one batch; the loop, the logs and
+what a callback sees are the same on all of them.
+
+The loss of an update is the label-smoothed cross-entropy summed over the
+real target tokens of the whole global batch (every replica, every
+accumulated micro-batch) and divided by their number: with token-based
+batches, each token weighs the same however the batch is split.
+
+Importing this module imports neither TensorFlow nor any backend's own
+library (the logs import TensorFlow's summary writer when first written).
+"""
+
+import json
+import math
+import os
+import time
+
+import keras
+import numpy as np
+
+METRICS_FILE = "metrics.jsonl"
+SUMS = ("loss", "nll", "correct", "tokens")
+"""The statistics a step returns, summed over its real target tokens
+(`loss.token_statistics`)."""
+
+
+class TrainingLoop:
+    """`train` and `evaluate` on top of a backend's steps.
+
+    A subclass sets `self.model` and `self.optimizer` and defines:
+        `train_step(iterator)`: one update from the micro-batches it takes
+            from `iterator`; returns the update's `SUMS` as Python floats.
+        `_training_iterator(dataset)`: the iterator `train_step` reads.
+        `_evaluation_sums(dataset)`: the `SUMS` of each batch of a finite
+            dataset, as dicts of floats.
+        `step`: the updates made so far, a Python int.
+        `learning_rate`: the rate of the next update, a Python float.
+        `chief`: whether this process writes logs (and checkpoints).
+    and, where its steps keep the weights outside the Keras variables (JAX),
+    `sync()`, which writes them back; the loop calls it before anything
+    outside the steps reads the model (validators, the end of training).
+    """
+
+    chief = True
+
+    def sync(self):
+        """Makes the model's and the optimizer's variables current."""
+
+    def evaluate(self, dataset):
+        """Teacher-forced loss, perplexity and accuracy over a finite dataset."""
+        sums = dict.fromkeys(SUMS, 0.0)
+        for batch_sums in self._evaluation_sums(dataset):
+            for key in SUMS:
+                sums[key] += batch_sums[key]
+        return averages(sums)
+
+    def train(self, dataset, steps, callbacks=(), steps_per_epoch=100, validation_data=None,
+              validators=(), log_dir=None, verbose=1):
+        """Runs updates until the optimizer has made `steps` of them.
+
+        Training resumes from the optimizer's step counter, which a
+        checkpoint callback restores in `on_train_begin`; a restarted run
+        therefore ends at the same step as an uninterrupted one.
+
+        Args:
+            dataset: an endless `tf.data.Dataset` of `(inputs, labels)`
+                global micro-batches (`token_batches(...).repeat()` or
+                `token_batches` of a repeated dataset), which the trainer
+                splits between replicas; or, on TensorFlow, a function from
+                a `tf.distribute.InputContext` to the dataset of one input
+                pipeline (a worker), whose elements are per-replica
+                micro-batches (`strategy.distribute_datasets_from_function`;
+                `PreparedCorpus.training_input` makes one).
+            steps: total number of updates.
+            callbacks: Keras callbacks; they see epoch-to-date `loss`
+                (label-smoothed), `perplexity`, `accuracy`, and
+                `learning_rate`, `step`, `tokens_per_second`; at the end of an
+                epoch also `val_*` from `validation_data`.
+            steps_per_epoch: updates between validations (an "epoch" here is
+                that many updates, not a pass over the data).
+            validation_data: a finite dataset for `evaluate`.
+            validators: callables `model -> dict of metrics` run at the end of
+                each epoch on the chief, e.g. `evaluation.BleuValidator`.
+            log_dir: if given, the chief writes TensorBoard scalars and
+                `metrics.jsonl` (one line per epoch and per validation) there.
+            verbose: 1 for Keras' progress bar, 0 for none.
+
+        Returns:
+            The list of logs written at the end of each epoch.
+        """
+        epochs = math.ceil(steps / steps_per_epoch)
+        callbacks = keras.callbacks.CallbackList(
+            list(callbacks), add_progbar=verbose > 0, model=self.model, verbose=verbose,
+            epochs=epochs, steps=steps_per_epoch,
+        )
+        callbacks.on_train_begin()
+        step = self.step
+        log = _MetricLog(log_dir, step) if log_dir and self.chief else None
+        iterator = self._training_iterator(dataset)
+        self.model.stop_training = False
+        history, logs = [], {}
+        while step < steps and not self.model.stop_training:
+            epoch = step // steps_per_epoch
+            callbacks.on_epoch_begin(epoch)
+            sums, started, batch = dict.fromkeys(SUMS, 0.0), time.monotonic(), 0
+            epoch_end = min(steps, (epoch + 1) * steps_per_epoch)
+            while step < epoch_end and not self.model.stop_training:
+                callbacks.on_train_batch_begin(batch)
+                for key, value in self.train_step(iterator).items():
+                    sums[key] += value
+                step = self.step
+                logs = averages(sums) | {
+                    "learning_rate": self.learning_rate,
+                    "step": step,
+                    "tokens_per_second": sums["tokens"] / (time.monotonic() - started),
+                }
+                if step == epoch_end:
+                    # Validate and log before the batch-end callbacks, so that
+                    # a checkpoint of this step never exists without its log.
+                    logs = self._end_epoch(logs, validation_data, validators, log, history)
+                callbacks.on_train_batch_end(batch, logs)
+                batch += 1
+            if batch and step != epoch_end:  # stopped early by a callback
+                logs = self._end_epoch(logs, validation_data, validators, log, history)
+            callbacks.on_epoch_end(epoch, logs)
+        self.sync()
+        callbacks.on_train_end(logs)
+        return history
+
+    def _end_epoch(self, logs, validation_data, validators, log, history):
+        if validation_data is not None:
+            logs = logs | {f"val_{k}": v for k, v in self.evaluate(validation_data).items()}
+        if self.chief and validators:
+            self.sync()
+            for validator in validators:
+                logs = logs | validator(self.model)
+        if log is not None:
+            log.write(logs)
+        history.append(logs)
+        return logs
+
+
+def averages(sums):
+    """Loss, perplexity and accuracy per real token from summed `SUMS`."""
+    tokens = max(sums["tokens"], 1.0)
+    return {
+        "loss": sums["loss"] / tokens,
+        "perplexity": math.exp(min(sums["nll"] / tokens, 50.0)),
+        "accuracy": sums["correct"] / tokens,
+    }
+
+
+class _MetricLog:
+    """TensorBoard scalars and a JSON-lines file of the logs, per epoch.
+
+    On a resumed run, lines for steps after the restored step (written by the
+    killed run after its last checkpoint) are dropped, so the file never holds
+    a step twice.
+    """
+
+    def __init__(self, directory, start_step):
+        import tensorflow as tf  # the summary writer; on JAX and PyTorch, on the CPU
+
+        os.makedirs(directory, exist_ok=True)
+        self.path = os.path.join(directory, METRICS_FILE)
+        if os.path.exists(self.path):
+            with open(self.path) as lines:
+                kept = [line for line in lines if json.loads(line)["step"] <= start_step]
+            with open(self.path, "w") as lines:
+                lines.writelines(kept)
+        self.summary = tf.summary
+        self.writer = tf.summary.create_file_writer(directory)
+
+    def write(self, logs):
+        with self.writer.as_default():
+            for key, value in logs.items():
+                if key != "step" and np.isscalar(value):
+                    self.summary.scalar(key, value, step=logs["step"])
+        self.writer.flush()
+        with open(self.path, "a") as lines:
+            lines.write(json.dumps({k: float(v) for k, v in logs.items()} | {"time": time.time()}) + "\n")
