@@ -79,7 +79,6 @@ def _torch_square_matmul(size, dtype):
 
 def _jax_square_matmul(size, dtype):
     import jax
-    import jax.numpy as jnp
 
     a, b = (jax.random.normal(jax.random.key(seed), (size, size), dtype) for seed in (0, 1))
     matmul = jax.jit(lambda a, b: (a @ b)[0, 0])

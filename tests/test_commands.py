@@ -6,6 +6,7 @@ traceback, and never a lost or half-written file the user already had."""
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import warnings
@@ -94,6 +95,13 @@ def test_translate_reads_invalid_utf8_from_standard_input(small_run):
                         "UTF-8; they were replaced with U+FFFD"]
     assert stdout.decode().split("\n") == _expected(small_run, ["Das Haus", "\ufffd\ufffd Baum",
                                                                 "der Baum"]) + [""]
+
+
+def test_translate_takes_an_export_folder_as_a_run(small_run, small_export):
+    status, stdout, messages = command("examples/translate.py", small_export,
+                                       stdin="\n".join(GOOD).encode() + b"\n")
+    assert status == 0 and messages == []
+    assert stdout.decode().split("\n") == _expected(small_run, GOOD) + [""]
 
 
 def test_translate_checks_its_files_before_any_work(small_run, tmp_path):
@@ -239,6 +247,28 @@ def test_other_commands_refuse_existing_outputs_and_missing_runs(small_run, tmp_
     _error(command("examples/average_checkpoints.py", tmp_path / "no-run"), "no-run is not a folder")
 
 
+def test_serve_checks_its_options_before_loading_the_model(small_run, small_export, tmp_path):
+    serve = "examples/serve.py"
+    _error(command(serve, tmp_path / "nothing"), "nothing is not a folder; give a training run")
+    _error(command(serve, small_run, "--runtime", "onnx"),
+           "is a run folder, which the keras runtime translates; the onnx runtime reads an export")
+    _error(command(serve, small_export, "--runtime", "ctranslate2"),
+           "has no ctranslate2; export it again with --formats ctranslate2")
+    _error(command(serve, small_run), "does not say which languages it translates; give "
+                                      "--source-language and --target-language")
+    (tmp_path / "keys").write_text("\n  \n")
+    languages = ["--source-language", "de", "--target-language", "en"]
+    _error(command(serve, small_run, *languages, "--api-keys", tmp_path / "keys"),
+           "holds no key; write one key a line")
+    _error(command(serve, small_run, *languages, "--api-keys", tmp_path / "none"),
+           "Cannot read --api-keys")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        _error(command(serve, small_run, *languages, "--port", taken.getsockname()[1]),
+               "Cannot listen on 127.0.0.1:")
+
+
 def test_corpus_commands_check_their_options_before_any_work(small_run, tmp_path):
     existing = _earlier_output(tmp_path, "prepared")
     _error(command("examples/prepare_data.py", "--dataset", "ding", "--tokenizer", small_run,
@@ -252,5 +282,5 @@ def test_corpus_commands_check_their_options_before_any_work(small_run, tmp_path
     missing = tmp_path / "no-export"
     _error(command("examples/translate_corpus.py", missing, "--input", "x", "--output",
                    tmp_path / "bt"),
-           f"{missing} is not a folder; give one written by keras-transformer export.")
+           f"{missing} is not a folder; give a training run, an imported model or an export")
     assert sorted(os.listdir(tmp_path)) == ["prepared"]

@@ -17,7 +17,7 @@ import pytest
 
 from helpers.processes import ROOT
 
-PACKAGES = ["layers", "models", "training", "data", "decoding", "export", "pretrained"]
+PACKAGES = ["layers", "models", "training", "data", "decoding", "export", "pretrained", "serving"]
 GUIDE = ["Layers", "The model and presets", "Training", "Translating and evaluating",
          "Export and serving", "Pretrained models", "Benchmarks", "Bad input", "Development"]
 API = [f"keras_transformer.{name}" for name in PACKAGES[:5] + ["evaluation"] + PACKAGES[5:]]

@@ -16,7 +16,7 @@ from keras_transformer.commands import COMMANDS, main
 from helpers.processes import ROOT
 
 PLANNED = ["train", "translate", "evaluate", "export", "import", "average", "visualize", "demo",
-           "reverse-task", "prepare-data", "translate-corpus"]
+           "reverse-task", "prepare-data", "translate-corpus", "serve"]
 ECHO = {"echo": ("helpers.echo_command", "prints its words")}
 # The script of each command, and the command module holding its work.
 SCRIPTS = {"examples/train.py": "train", "examples/translate.py": "translate",
@@ -24,7 +24,7 @@ SCRIPTS = {"examples/train.py": "train", "examples/translate.py": "translate",
            "examples/import_pretrained.py": "import", "examples/average_checkpoints.py": "average",
            "examples/visualize_attention.py": "visualize", "examples/demo.py": "demo",
            "examples/reverse_task.py": "reverse-task", "examples/prepare_data.py": "prepare-data",
-           "examples/translate_corpus.py": "translate-corpus"}
+           "examples/translate_corpus.py": "translate-corpus", "examples/serve.py": "serve"}
 
 
 @pytest.fixture(autouse=True)

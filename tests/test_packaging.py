@@ -34,12 +34,13 @@ def dist(tmp_path_factory):
 
 
 def _package_files():
-    """The package's modules in the checkout, as paths in a wheel."""
+    """The package's modules (and the server's page) in the checkout, as
+    paths in a wheel."""
     names = set()
     for folder, subfolders, files in os.walk(os.path.join(ROOT, "keras_transformer")):
         subfolders[:] = [name for name in subfolders if name != "__pycache__"]
         relative = os.path.relpath(folder, ROOT).replace(os.sep, "/")
-        names.update(f"{relative}/{name}" for name in files if name.endswith(".py"))
+        names.update(f"{relative}/{name}" for name in files if name.endswith((".py", ".html")))
     return names
 
 

@@ -18,12 +18,8 @@ from helpers.small_run import WORDS
 from keras_transformer import data
 from keras_transformer.decoding import Translator
 from keras_transformer.export import CTranslate2Translator
-from keras_transformer.pipelines.export_handler import (
-    Decoding,
-    ExportModelHandler,
-    batch_seed,
-    split_by_tokens,
-)
+from keras_transformer.pipelines.export_handler import ExportModelHandler, batch_seed
+from keras_transformer.runtimes import Decoding, split_by_tokens
 from keras_transformer.pipelines.runner import pipeline_options
 from keras_transformer.pipelines.translate_corpus import Line, read_translations, translate_corpus
 from keras_transformer.textfiles import TruncationWarning, read_lines
@@ -111,6 +107,17 @@ def test_two_worker_processes_with_ctranslate2_translate_as_its_translator(small
     assert got == _expected(Translator.from_directory(str(small_run), beam_size=1), lines)
 
 
+def test_a_run_folder_is_translated_by_its_translator(small_run, inputs, tmp_path):
+    # The keras runtime, the default for a run folder (no export needed).
+    folder, lines = inputs
+    manifest = translate_corpus(small_run, str(folder / "a.txt"), tmp_path / "run",
+                                decoding=Decoding(beam_size=2))
+    assert manifest["runtime"] == "keras"
+    expected = _expected(Translator.from_directory(str(small_run), beam_size=2),
+                         {path: text for path, text in lines.items() if path.endswith("a.txt")})
+    assert read_translations(tmp_path / "run") == expected
+
+
 def test_bad_input_stops_before_any_work(small_export, inputs, tmp_path):
     folder, _ = inputs
     utf16 = tmp_path / "utf16"
@@ -121,8 +128,12 @@ def test_bad_input_stops_before_any_work(small_export, inputs, tmp_path):
          "No file matches"),
         ((small_export, str(utf16 / "*"), tmp_path / "o"), {}, ValueError, "is UTF-16 text"),
         ((small_export, str(folder / "*"), tmp_path / "o"), {"runtime": "ctranslate2"}, ValueError,
-         "has no ctranslate2/ folder; export it with --formats ctranslate2"),
-        ((tmp_path, str(folder / "*"), tmp_path / "o"), {}, ValueError, "no saved_model/ folder"),
+         "has no ctranslate2; export it again with --formats ctranslate2"),
+        ((tmp_path, str(folder / "*"), tmp_path / "o"), {}, ValueError,
+         "is neither a run folder .* nor an export"),
+        ((small_export, str(folder / "*"), tmp_path / "o"),
+         {"runtime": "onnx", "decoding": Decoding(sampling_topk=0)}, ValueError,
+         "The onnx runtime does not sample"),
         ((small_export, str(folder / "*"), folder), {}, FileExistsError, "pass --overwrite"),
         ((small_export, str(folder / "*"), tmp_path / "o"), {"beam_args": ["--shard", "4"]},
          ValueError, "unrecognized arguments: --shard 4 .neither"),
@@ -157,7 +168,7 @@ def test_sampled_batches_are_reproducible_for_a_seed_and_their_lines(small_expor
     other = ExportModelHandler(small_export, in_flight=1, decoding=Decoding(
         sampling_topk=0, sampling_temperature=3.0, seed=5))
     assert [r.inference for r in other.run_inference(batch, model)] != first
-    outputs = model.signatures["sample"](
+    outputs = model.model.signatures["sample"](
         text=tf.constant([s.encode("utf-8") for s in sentences * 4]), top_k=tf.constant(0),
         temperature=tf.constant(3.0), seed=tf.constant(batch_seed(4, batch)),
         decode_margin=tf.constant(handler.decoding.decode_margin))
@@ -190,10 +201,9 @@ def test_a_batch_in_two_searches_at_once_translates_as_one_search(small_export, 
 @pytest.mark.parametrize("tokens", [[5] * 8, [1, 1, 1, 30], [0], [4, 9, 2, 7, 7, 3, 11]])
 @pytest.mark.parametrize("parts", [1, 2, 3])
 def test_split_by_tokens_keeps_the_lines_in_order_in_balanced_runs(tokens, parts):
-    batch = [Line(0, number, "x", count) for number, count in enumerate(tokens)]
-    runs = split_by_tokens(batch, parts)
-    assert [line for run in runs for line in run] == batch
+    runs = split_by_tokens(tokens, parts)
+    assert [index for run in runs for index in run] == list(range(len(tokens)))
     assert 1 <= len(runs) <= parts and all(runs)
     total, largest = sum(t + 1 for t in tokens), max(tokens) + 1
     # Each run ends at the first line that takes it to its share or beyond.
-    assert all(sum(line.tokens + 1 for line in run) < total / parts + largest for run in runs)
+    assert all(sum(tokens[i] + 1 for i in run) < total / parts + largest for run in runs)

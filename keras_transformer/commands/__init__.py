@@ -52,6 +52,8 @@ COMMANDS = {
                      "tokenize a corpus into training shards (Apache Beam)"),
     "translate-corpus": ("keras_transformer.commands.translate_corpus",
                          "translate large corpora (Apache Beam)"),
+    "serve": ("keras_transformer.commands.serve",
+              "serve a model over HTTP (LibreTranslate's API, a page to try it)"),
 }
 
 

@@ -1,4 +1,4 @@
-"""Translates many text files with an export, on Apache Beam (back-translation).
+"""Translates many text files with an export or a run, on Apache Beam (back-translation).
 
     python export/export_model.py runs/en-de --output exports/en-de
     python examples/translate_corpus.py exports/en-de --input 'mono/news.*.en' \\
@@ -32,17 +32,22 @@ from keras_transformer import cli  # noqa: E402
 
 cli.use_tensorflow_backend()
 
+from keras_transformer.runtimes import RUNTIMES  # noqa: E402
+
 
 def parser():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n".join(__doc__.splitlines()[2:]))
-    p.add_argument("export_dir", metavar="MODEL", help="a folder written by export/export_model.py")
+    p.add_argument("export_dir", metavar="MODEL",
+                   help="a folder written by keras-transformer export, or a run folder")
     p.add_argument("--input", required=True, metavar="GLOB",
                    help="the files to translate (quote the glob); .gz files are decompressed")
     p.add_argument("--output", required=True, help="the folder to write")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output")
-    p.add_argument("--runtime", choices=("saved_model", "ctranslate2"), default="saved_model")
+    p.add_argument("--runtime", choices=RUNTIMES,
+                   help="default: keras for a run folder; an export's saved_model, else "
+                        "ctranslate2, else onnx")
     p.add_argument("--beam-size", type=cli.positive_int,
                    help="default: the model's (4); 1 is greedy")
     p.add_argument("--alpha", type=cli.non_negative_float,
@@ -70,8 +75,8 @@ def main(argv=None):
     from keras_transformer.pipelines.runner import pipeline_options
 
     pipeline_options(beam_args)  # a misspelt option stops here, before any work
-    from keras_transformer.pipelines.export_handler import Decoding
     from keras_transformer.pipelines.translate_corpus import translate_corpus
+    from keras_transformer.runtimes import Decoding
     from keras_transformer.textfiles import Lines
 
     manifest = translate_corpus(

@@ -1,4 +1,4 @@
-"""Translates many text files with an export on Apache Beam
+"""Translates many text files with an export or a run folder on Apache Beam
 (`examples/translate_corpus.py`): monolingual text for back-translation
 (Sennrich et al. 2016; Edunov et al. 2018), or any corpus too large for one
 `examples/translate.py` run.
@@ -40,13 +40,9 @@ from apache_beam.ml.inference.base import RunInference
 
 from keras_transformer.batch_defaults import default_batch_tokens
 from keras_transformer.export.text_tokenizer import text_tokenizer
-from keras_transformer.pipelines.export_handler import (
-    Decoding,
-    ExportModelHandler,
-    check_runtime,
-    export_config,
-)
+from keras_transformer.pipelines.export_handler import ExportModelHandler
 from keras_transformer.pipelines.runner import check_output_folder, output_folder, pipeline_options
+from keras_transformer.runtimes import Decoding, check_runtime, default_runtime, model_config
 from keras_transformer.textfiles import check_unicode_mark, decode_line
 
 MANIFEST = "translate_corpus.json"
@@ -139,18 +135,21 @@ def input_files(pattern):
     return files
 
 
-def translate_corpus(export_dir, pattern, output, runtime="saved_model", decoding=Decoding(),
+def translate_corpus(export_dir, pattern, output, runtime=None, decoding=Decoding(),
                      batch_size=None, batch_tokens=None, shards=0, parallel_corpus=False,
                      beam_args=(), overwrite=False, threads=None):
     """Runs the pipeline and returns the manifest it wrote
     (`translate_corpus.json`).
 
     Args:
-        export_dir: a folder written by `export/export_model.py`.
+        export_dir: a folder written by `keras-transformer export`, or a
+            run folder.
         pattern: the input files, a glob (local, or remote such as gs://).
         output: the folder to write.
-        runtime: "saved_model" or "ctranslate2" (`ExportModelHandler`).
-        decoding: a `Decoding` (defaults: the export's).
+        runtime: one of `runtimes.RUNTIMES` (`ExportModelHandler`; default:
+            keras for a run folder, an export's saved_model, else
+            ctranslate2, else onnx).
+        decoding: a `Decoding` (defaults: the model's).
         batch_size: most sentences in a search (default: no limit but
             `batch_tokens`).
         batch_tokens: most source tokens in a search, end tokens included
@@ -171,8 +170,9 @@ def translate_corpus(export_dir, pattern, output, runtime="saved_model", decodin
     """
     options = pipeline_options(beam_args)
     export_dir, output = os.fspath(export_dir), os.fspath(output)
-    check_runtime(export_dir, runtime)
-    config = export_config(export_dir)
+    runtime = runtime or default_runtime(export_dir)
+    check_runtime(export_dir, runtime, decoding)
+    config = model_config(export_dir)
     limit = config["max_length"] - 1
     files = input_files(pattern)
     check_output_folder(output, overwrite, MANIFEST)

@@ -1,0 +1,236 @@
+"""The translation server under load: `keras-transformer serve` answering
+concurrent clients that send Ding's whole sentences one a request, against
+the `Translator` in this process on the same sentences.
+
+    apt-get install trans-de-en          # the Ding dictionary
+    pip install ".[serve]"
+    python benchmarks/serve_load.py runs/small [--sentences 1000 --clients 1 8 32 --repeats 1]
+
+The server (`examples/serve.py RUN`, default settings, on 127.0.0.1 only)
+runs in a process of its own; the clients are threads of this one, each
+with its own keep-alive connection, each sending the next sentence as soon
+as its last answer came. Timed in turns, round after round (this machine's
+speed drifts): the Translator on the whole list in one call, the Translator
+on one sentence a call, then the server with each number of clients. For
+each: sentences a second, and the latency of a request (of a call, for the
+Translator one sentence at a time) at the median and the 99th percentile.
+Every answer is checked against the Translator's translation of that
+sentence: a lost answer (an error, a refusal) or a different one is
+counted. Then a burst: `--burst` requests sent at once (beyond the queue
+the server keeps, `--max-queue`): how many were refused with 503 and how
+fast, the server's memory before and after, and whether it answers again.
+
+Goals: with 32 clients at least 0.8x the Translator's whole-list
+throughput and at least 3x one client's; the 99th-percentile latency with
+one client at most 1.2x that of one Translator call; no lost or wrong
+answer; the burst refused fast and the server recovering.
+"""
+
+import argparse
+import concurrent.futures
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+from common import machine  # noqa: E402
+from translate_file import ding_sentences  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SERVE = os.path.join(os.path.dirname(HERE), "examples", "serve.py")
+
+
+class Server:
+    """`examples/serve.py RUN` on a free loopback port."""
+
+    def __init__(self, run_dir, options):
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.process = subprocess.Popen(
+            [sys.executable, SERVE, run_dir, "--port", str(self.port), *options],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                urllib.request.urlopen(self.url("health"), timeout=5)
+                return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the server did not start") from None
+                time.sleep(0.2)
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}/{path}"
+
+    def memory(self):
+        """The server's resident memory, in MiB."""
+        with open(f"/proc/{self.process.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+
+    def stop(self):
+        self.process.terminate()
+        return self.process.wait(timeout=120)
+
+
+def _post(connection, sentence, languages):
+    """One request on a keep-alive connection: `(status, translation or None)`."""
+    body = json.dumps({"q": sentence, "source": languages[0], "target": languages[1]})
+    connection.request("POST", "/translate", body, {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    answer = json.loads(response.read())
+    return response.status, answer.get("translatedText")
+
+
+def clients(server, sentences, count, languages):
+    """All `sentences`, sent by `count` clients one a request: seconds in
+    all, each request's latency, and each answer (None if lost)."""
+    answers, latencies = [None] * len(sentences), [0.0] * len(sentences)
+    next_index, lock = iter(range(len(sentences))), threading.Lock()
+
+    def client():
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
+        while True:
+            with lock:
+                index = next(next_index, None)
+            if index is None:
+                connection.close()
+                return
+            started = time.perf_counter()
+            try:
+                status, text = _post(connection, sentences[index], languages)
+                answers[index] = text if status == 200 else None
+            except (OSError, http.client.HTTPException, ValueError):
+                connection.close()
+                connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
+            latencies[index] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started, latencies, answers
+
+
+def burst(server, sentence, count, languages):
+    """`count` requests sent at once, each on its own connection: the
+    statuses, the slowest 503's seconds, the memory before and after, and
+    whether one more request is then answered."""
+    before = server.memory()
+    gate = threading.Barrier(count)
+
+    def one(_):
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
+        gate.wait()
+        started = time.perf_counter()
+        try:
+            status, _ = _post(connection, sentence, languages)
+        except (OSError, http.client.HTTPException, ValueError):
+            status = None
+        connection.close()
+        return status, time.perf_counter() - started
+
+    with concurrent.futures.ThreadPoolExecutor(count) as threads:
+        results = list(threads.map(one, range(count)))
+    peak = server.memory()
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
+    recovered = _post(connection, sentence, languages)[0] == 200
+    refused = [seconds for status, seconds in results if status == 503]
+    return ([status for status, _ in results], max(refused, default=0.0), before, peak,
+            recovered)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", help="a trained run folder (German to English, on Ding)")
+    parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--repeats", type=int, default=1, help="rounds of turns")
+    parser.add_argument("--burst", type=int, default=400, help="requests sent at once")
+    parser.add_argument("--max-queue", type=int, default=128,
+                        help="the server's --max-queue for the burst")
+    args = parser.parse_args()
+
+    from keras_transformer import runtimes
+    from keras_transformer.batch_defaults import share_cores
+
+    languages = runtimes.languages(args.run_dir) or ("de", "en")
+    sentences = ding_sentences(args.sentences)
+    share_cores()  # as translate and serve do: each search in flight its cores
+    from keras_transformer.decoding import Translator
+
+    translator = Translator.from_directory(args.run_dir)
+    expected = translator.translate(sentences)
+    server = Server(args.run_dir, ["--max-queue", str(args.max_queue)])
+    try:
+        clients(server, sentences[:16], 4, languages)  # warm
+        times = {name: [] for name in ["Translator, whole list", "Translator, one a call"]
+                 + [f"server, {count} client(s)" for count in args.clients]}
+        latencies, wrong, lost = {name: [] for name in times}, dict.fromkeys(times, 0), \
+            dict.fromkeys(times, 0)
+        for _ in range(args.repeats):
+            started = time.perf_counter()
+            found = translator.translate(sentences)
+            times["Translator, whole list"].append(time.perf_counter() - started)
+            wrong["Translator, whole list"] += sum(a != b for a, b in zip(found, expected))
+            started = time.perf_counter()
+            for sentence, reference in zip(sentences, expected):
+                call = time.perf_counter()
+                wrong["Translator, one a call"] += translator.translate([sentence])[0] != reference
+                latencies["Translator, one a call"].append(time.perf_counter() - call)
+            times["Translator, one a call"].append(time.perf_counter() - started)
+            for count in args.clients:
+                name = f"server, {count} client(s)"
+                seconds, request_latencies, answers = clients(server, sentences, count, languages)
+                times[name].append(seconds)
+                latencies[name] += request_latencies
+                lost[name] += sum(answer is None for answer in answers)
+                wrong[name] += sum(answer is not None and answer != reference
+                                   for answer, reference in zip(answers, expected))
+        statuses, slowest_refusal, memory_before, memory_after, recovered = burst(
+            server, sentences[0], args.burst, languages)
+    finally:
+        exit_status = server.stop()
+
+    print(f"Machine: {machine()}. {args.run_dir}, {len(sentences)} Ding sentences, beam "
+          f"{translator.beam_size}; medians of {args.repeats} round(s).\n")
+    rate = {name: len(sentences) / float(np.median(values)) for name, values in times.items()}
+    print(f"{'':28s} {'sentences/s':>12s} {'p50 ms':>8s} {'p99 ms':>8s} {'lost':>5s} {'wrong':>6s}")
+    for name in times:
+        p50, p99 = (np.percentile(latencies[name], q) * 1000 if latencies[name] else float("nan")
+                    for q in (50, 99))
+        print(f"{name:28s} {rate[name]:12.1f} {p50:8.0f} {p99:8.0f} {lost[name]:5d} "
+              f"{wrong[name]:6d}")
+    whole, most = rate["Translator, whole list"], max(args.clients)
+    print()
+    if 1 in args.clients:
+        single = np.percentile(latencies["server, 1 client(s)"], 99)
+        alone = np.percentile(latencies["Translator, one a call"], 99)
+        print(f"p99 latency, one client / one Translator call: {single / alone:.2f}x (goal <= 1.2x)")
+        print(f"{most} clients / one client: {rate[f'server, {most} client(s)'] / rate['server, 1 client(s)']:.2f}x "
+              "(goal >= 3x)")
+    print(f"{most} clients / Translator whole list: {rate[f'server, {most} client(s)'] / whole:.2f}x "
+          "(goal >= 0.8x)")
+    print(f"Burst of {args.burst} requests at once (queue {args.max_queue}): "
+          f"{statuses.count(200)} answered, {statuses.count(503)} refused with 503 (the slowest "
+          f"refusal in {slowest_refusal * 1000:.0f} ms), {statuses.count(None)} failed; server "
+          f"memory {memory_before:.0f} -> {memory_after:.0f} MiB; answers again: {recovered}; "
+          f"exit status after SIGTERM: {exit_status}.")
+
+
+if __name__ == "__main__":
+    main()
