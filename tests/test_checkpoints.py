@@ -4,6 +4,7 @@ validates better than the final weights."""
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from helpers.tasks import VOCAB, reverse_dataset
@@ -12,6 +13,7 @@ from keras_transformer.training import (
     CheckpointCallback,
     Trainer,
     average_checkpoints,
+    checkpoint_paths,
     make_strategy,
     paper_optimizer,
 )
@@ -55,6 +57,31 @@ def test_average_checkpoints_is_the_elementwise_mean(tmp_path):
     average_checkpoints(trainer.model, paths[1:])
     for averaged, second, third in zip(trainer.model.get_weights(), sets[1], sets[2]):
         np.testing.assert_allclose(averaged, (second + third) / 2, rtol=1e-6)
+
+
+def test_safetensors_checkpoints_average_to_the_elementwise_mean(tmp_path):
+    # The format of runs trained on JAX and PyTorch (SafetensorsCheckpoints:
+    # the model's weights as weights/0, weights/1, ...), read here on TensorFlow.
+    from safetensors.numpy import save_file
+
+    trainer, _ = _trainer()
+    rng = np.random.default_rng(1)
+    sets = [[rng.normal(size=w.shape).astype(w.dtype) for w in trainer.model.get_weights()]
+            for _ in range(2)]
+    for step, weights in enumerate(sets, start=1):
+        save_file({f"weights/{i}": w for i, w in enumerate(weights)},
+                  str(tmp_path / f"ckpt-{step * 10}.safetensors"))
+    paths = checkpoint_paths(tmp_path)
+    assert [p.rsplit("/", 1)[1] for p in paths] == ["ckpt-10.safetensors", "ckpt-20.safetensors"]
+    average_checkpoints(trainer.model, paths)
+    for averaged, first, second in zip(trainer.model.get_weights(), *sets):
+        np.testing.assert_allclose(averaged, (first + second) / 2, rtol=1e-6)
+    save_file({"weights/0": sets[0][0]}, str(tmp_path / "ckpt-30.safetensors"))
+    before = trainer.model.get_weights()
+    with pytest.raises(ValueError, match="ckpt-30.safetensors.* other shapes or another count"):
+        average_checkpoints(trainer.model, checkpoint_paths(tmp_path))
+    for kept, original in zip(trainer.model.get_weights(), before):  # left unchanged
+        np.testing.assert_array_equal(kept, original)
 
 
 def test_a_run_keeps_the_average_only_where_it_validates_better(tmp_path):

@@ -15,6 +15,7 @@ from keras_transformer.data import (
     Tokenizer,
     batch_count,
     bucket_boundaries,
+    shape_boundaries,
     corpus,
     encode_pairs,
     length_report,
@@ -272,6 +273,38 @@ def test_blocks_and_a_pass_count_give_token_batches_batches():
                                                   [len(e[2]) for e in examples[::-1]]))
     assert batch_count(lengths.batch(100), 32, 8) == len(expected)
     assert len(list(token_batches(encoded, 32, 8))) > len(expected)
+
+
+def test_fixed_shapes_are_few_and_hold_every_pair_once():
+    # For steps compiled with XLA: each batch padded to its bucket's length
+    # (both sides) and rows, rows a multiple of the replicas, the budget kept.
+    examples, encoded = _random_encoded()
+    grid = shape_boundaries(64)
+    assert grid == [4, 6, 8, 12, 16, 24, 32, 48, 64] and shape_boundaries(5) == [4, 5]
+    shapes, seen = set(), collections.Counter()
+    for inputs, labels in token_batches(encoded, 1024, 64, batch_multiple=2, shuffle_buffer=500,
+                                        seed=1, fixed_shapes=True).as_numpy_iterator():
+        rows, length = labels.shape
+        assert inputs["source_ids"].shape == inputs["target_ids"].shape == labels.shape
+        assert length in grid and rows == 1024 // length // 2 * 2 and rows * length <= 1024
+        shapes.add(labels.shape)
+        seen.update(tuple(row[row != 0]) for row in labels if row.any())
+    kept = [l for s, _, l in examples if max(len(s), len(l)) <= 64]
+    assert sum(seen.values()) == len(kept)  # every kept pair once; padding rows hold nothing
+    assert len(shapes) <= len(grid)
+    # Blocks give the same batches, and a pass count knows how many.
+    examples, encoded = _random_encoded(count=3000, longest=12)
+    expected = list(token_batches(encoded, 48, 12, pad_id=1, drop_remainder=True,
+                                  fixed_shapes=True).as_numpy_iterator())
+    got = list(block_token_batches(encoded.ragged_batch(100), 48, 12, pad_id=1,
+                                   drop_remainder=True, fixed_shapes=True).as_numpy_iterator())
+    assert len(got) == len(expected) > 50
+    for (inputs, labels), (want_inputs, want_labels) in zip(got, expected):
+        np.testing.assert_array_equal(labels, want_labels)
+        np.testing.assert_array_equal(inputs["source_ids"], want_inputs["source_ids"])
+    lengths = tf.data.Dataset.from_tensor_slices(([len(e[0]) for e in examples],
+                                                  [len(e[2]) for e in examples]))
+    assert batch_count(lengths.batch(100), 48, 12, fixed_shapes=True) == len(expected)
 
 
 def test_bucket_boundaries_grow_to_max_length():

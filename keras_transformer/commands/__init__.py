@@ -80,12 +80,13 @@ def main(argv=None, commands=COMMANDS):
     chosen = parser.parse_args(sys.argv[1:] if argv is None else argv)
     module_name, _ = commands[chosen.command]
     prog = f"{PROGRAM} {chosen.command}"
-    module = importlib.import_module(module_name)
     # The command's main() reads its options from the command line, and
-    # argparse names the program after sys.argv[0].
+    # argparse names the program after sys.argv[0] (as do the warnings a
+    # module gives as it is imported).
     command_line = sys.argv
     sys.argv = [prog, *chosen.arguments]
     try:
+        module = importlib.import_module(module_name)
         cli.run(module.main, getattr(module, "INTERRUPTED", cli.INTERRUPTED), name=prog)
     finally:
         sys.argv = command_line

@@ -230,10 +230,10 @@ def run_training(options):
 
 
 def _train(options):
-    keras.utils.set_random_seed(options.seed)
     backend = backends.current()
-    strategy = backend.strategy(options.strategy)
+    strategy = backend.strategy(options.strategy)  # first: it sets what TensorFlow sees
     chief = backend.chief(strategy)
+    keras.utils.set_random_seed(options.seed)
     config = resolve_config(options)
     corpus = data.corpus(options.dataset, options.source_language, options.target_language,
                          data_dir=options.data_dir, ding_path=options.ding_path)

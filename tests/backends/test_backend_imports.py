@@ -1,5 +1,6 @@
-"""The layers, the model, the loss and the schedule import without the
-TensorFlow-only modules, and without TensorFlow on the other backends."""
+"""The layers, the model, the loss and the schedule, and the training loop
+with this backend's trainer, import without the TensorFlow-only modules, and
+without TensorFlow on the other backends."""
 
 import json
 import subprocess
@@ -11,10 +12,15 @@ from helpers import processes
 
 IMPORTS = """
 import json, sys
+import keras
 import keras_transformer.layers, keras_transformer.models
 from keras_transformer.training import LabelSmoothedCrossEntropy, TransformerSchedule, paper_optimizer
 from keras_transformer.models import BASE
 paper_optimizer(BASE)
+import keras_transformer.training.loop
+trainer = {"jax": "jax_trainer", "torch": "torch_trainer"}.get(keras.backend.backend())
+if trainer:
+    __import__(f"keras_transformer.training.{trainer}")
 print(json.dumps(sorted(name for name in sys.modules
                         if name == "tensorflow" or name.startswith("keras_transformer."))))
 """

@@ -1,6 +1,9 @@
 """Training with plain Keras on this process's backend: the paper's loss and
-schedule against their formulas, `compile` and `fit` with them, and a small
-model that learns the reverse task."""
+schedule against their formulas, `compile` and `fit` with them, a small
+model that learns the reverse task, and the backend's own trainer reading a
+schedule moved while it trains."""
+
+import itertools
 
 import keras
 import numpy as np
@@ -100,3 +103,38 @@ def test_a_small_model_learns_the_reverse_task_with_fit():
     print(f"{BACKEND}: exact match on 500 held-out sequences: {before:.3f} before, "
           f"{after:.3f} after 1,000 updates with fit")
     assert before < 0.01 and after >= 0.95
+
+
+def test_the_learning_rate_follows_a_schedule_moved_while_training():
+    # `TimeBudget` moves `LinearDecaySchedule.total_steps` between updates;
+    # this backend's compiled update must read its value of the moment (on
+    # JAX a variable read inside `jax.jit` would be compiled in as a constant).
+    from keras_transformer.training import LinearDecaySchedule, backends
+
+    backend = backends.current()
+    strategy = backend.strategy("default")
+    config = CONFIG.replace(warmup_steps=2)
+    with backend.scope(strategy):
+        model = transformer(config, REVERSE_VOCAB)
+        schedule = LinearDecaySchedule(config.d_model, 2, 1.0, total_steps=100)
+        trainer = backend.trainer(model, paper_optimizer(config, schedule), strategy, 0.1, 1,
+                                  False)
+    totals, seen = [100.0, 50.0, 9.0, 7.0], []
+
+    class Move(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            seen.append((logs["step"], logs["learning_rate"]))
+            schedule.total_steps.assign(totals[batch + 1])
+
+    inputs, labels = reverse_arrays(0, 8)
+    if BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        batches = tf.data.Dataset.from_tensors((inputs, labels)).repeat()
+    else:
+        batches = itertools.repeat((inputs, labels))
+    trainer.train(batches, steps=3, steps_per_epoch=3, callbacks=[Move()], verbose=0)
+    assert [step for step, _ in seen] == [1, 2, 3]
+    for (step, rate), total in zip(seen, totals):
+        expected = LinearDecaySchedule(config.d_model, 2, 1.0, total_steps=total)(step)
+        assert rate == pytest.approx(float(numpy(expected)), rel=1e-5), (step, total)
