@@ -4,21 +4,24 @@ the `Translator` in this process on the same sentences.
 
     apt-get install trans-de-en          # the Ding dictionary
     pip install ".[serve]"
-    python benchmarks/serve_load.py runs/small [--sentences 1000 --clients 1 8 32 --repeats 1]
+    python benchmarks/serve_load.py runs/small [--sentences 1000 --clients 8 32 --repeats 1]
 
 The server (`examples/serve.py RUN`, default settings, on 127.0.0.1 only)
 runs in a process of its own; the clients are threads of this one, each
 with its own keep-alive connection, each sending the next sentence as soon
 as its last answer came. Timed in turns, round after round (this machine's
-speed drifts): the Translator on the whole list in one call, the Translator
-on one sentence a call, then the server with each number of clients. For
-each: sentences a second, and the latency of a request (of a call, for the
-Translator one sentence at a time) at the median and the 99th percentile.
+speed drifts): the Translator on the whole list in one call; one sentence
+at a time, each sentence first by a Translator call, then by a request to
+the server (one client), so that each latency has its pair; then the server
+with each larger number of clients. For each: sentences a second, and the
+latency of a request (of a call, for the Translator one sentence at a time)
+at the median and the 99th percentile.
 Every answer is checked against the Translator's translation of that
 sentence: a lost answer (an error, a refusal) or a different one is
-counted. Then a burst: `--burst` requests sent at once (beyond the queue
-the server keeps, `--max-queue`): how many were refused with 503 and how
-fast, the server's memory before and after, and whether it answers again.
+counted. Then a burst: `--burst` requests of 8 sentences each sent at once
+(far beyond the queue the server keeps, `--max-queue` sentences): how many
+were refused with 503 and how fast, the server's memory before and after,
+and whether it answers again.
 
 Goals: with 32 clients at least 0.8x the Translator's whole-list
 throughput and at least 3x one client's; the 99th-percentile latency with
@@ -85,9 +88,10 @@ class Server:
         return self.process.wait(timeout=120)
 
 
-def _post(connection, sentence, languages):
-    """One request on a keep-alive connection: `(status, translation or None)`."""
-    body = json.dumps({"q": sentence, "source": languages[0], "target": languages[1]})
+def _post(connection, q, languages):
+    """One request on a keep-alive connection (`q` a sentence or a list):
+    `(status, translatedText or None)`."""
+    body = json.dumps({"q": q, "source": languages[0], "target": languages[1]})
     connection.request("POST", "/translate", body, {"Content-Type": "application/json"})
     response = connection.getresponse()
     answer = json.loads(response.read())
@@ -126,10 +130,10 @@ def clients(server, sentences, count, languages):
     return time.perf_counter() - started, latencies, answers
 
 
-def burst(server, sentence, count, languages):
-    """`count` requests sent at once, each on its own connection: the
-    statuses, the slowest 503's seconds, the memory before and after, and
-    whether one more request is then answered."""
+def burst(server, sentences, count, languages):
+    """`count` requests of `sentences` sent at once, each on its own
+    connection: the statuses, the slowest 503's seconds, the memory before
+    and after, and whether one more request is then answered."""
     before = server.memory()
     gate = threading.Barrier(count)
 
@@ -138,7 +142,7 @@ def burst(server, sentence, count, languages):
         gate.wait()
         started = time.perf_counter()
         try:
-            status, _ = _post(connection, sentence, languages)
+            status, _ = _post(connection, sentences, languages)
         except (OSError, http.client.HTTPException, ValueError):
             status = None
         connection.close()
@@ -148,9 +152,9 @@ def burst(server, sentence, count, languages):
         results = list(threads.map(one, range(count)))
     peak = server.memory()
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
-    recovered = _post(connection, sentence, languages)[0] == 200
-    refused = [seconds for status, seconds in results if status == 503]
-    return ([status for status, _ in results], max(refused, default=0.0), before, peak,
+    recovered = _post(connection, sentences[0], languages)[0] == 200
+    refused = [seconds for status, seconds in results if status == 503] or [0.0]
+    return ([status for status, _ in results], (np.median(refused), max(refused)), before, peak,
             recovered)
 
 
@@ -158,7 +162,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", help="a trained run folder (German to English, on Ding)")
     parser.add_argument("--sentences", type=int, default=1000)
-    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--clients", type=int, nargs="+", default=[8, 32],
+                        help="numbers of concurrent clients, beside one client (always)")
     parser.add_argument("--repeats", type=int, default=1, help="rounds of turns")
     parser.add_argument("--burst", type=int, default=400, help="requests sent at once")
     parser.add_argument("--max-queue", type=int, default=128,
@@ -178,6 +183,7 @@ def main():
     server = Server(args.run_dir, ["--max-queue", str(args.max_queue)])
     try:
         clients(server, sentences[:16], 4, languages)  # warm
+        args.clients = [1] + sorted(set(args.clients) - {1})
         times = {name: [] for name in ["Translator, whole list", "Translator, one a call"]
                  + [f"server, {count} client(s)" for count in args.clients]}
         latencies, wrong, lost = {name: [] for name in times}, dict.fromkeys(times, 0), \
@@ -187,13 +193,22 @@ def main():
             found = translator.translate(sentences)
             times["Translator, whole list"].append(time.perf_counter() - started)
             wrong["Translator, whole list"] += sum(a != b for a, b in zip(found, expected))
-            started = time.perf_counter()
+            connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
+            alone = {"Translator, one a call": [], "server, 1 client(s)": []}
             for sentence, reference in zip(sentences, expected):
                 call = time.perf_counter()
                 wrong["Translator, one a call"] += translator.translate([sentence])[0] != reference
-                latencies["Translator, one a call"].append(time.perf_counter() - call)
-            times["Translator, one a call"].append(time.perf_counter() - started)
-            for count in args.clients:
+                alone["Translator, one a call"].append(time.perf_counter() - call)
+                call = time.perf_counter()
+                status, text = _post(connection, sentence, languages)
+                alone["server, 1 client(s)"].append(time.perf_counter() - call)
+                lost["server, 1 client(s)"] += status != 200
+                wrong["server, 1 client(s)"] += status == 200 and text != reference
+            connection.close()
+            for name, values in alone.items():
+                times[name].append(sum(values))
+                latencies[name] += values
+            for count in args.clients[1:]:
                 name = f"server, {count} client(s)"
                 seconds, request_latencies, answers = clients(server, sentences, count, languages)
                 times[name].append(seconds)
@@ -201,8 +216,8 @@ def main():
                 lost[name] += sum(answer is None for answer in answers)
                 wrong[name] += sum(answer is not None and answer != reference
                                    for answer, reference in zip(answers, expected))
-        statuses, slowest_refusal, memory_before, memory_after, recovered = burst(
-            server, sentences[0], args.burst, languages)
+        statuses, refusal_seconds, memory_before, memory_after, recovered = burst(
+            server, sentences[:8], args.burst, languages)
     finally:
         exit_status = server.stop()
 
@@ -217,17 +232,18 @@ def main():
               f"{wrong[name]:6d}")
     whole, most = rate["Translator, whole list"], max(args.clients)
     print()
-    if 1 in args.clients:
-        single = np.percentile(latencies["server, 1 client(s)"], 99)
-        alone = np.percentile(latencies["Translator, one a call"], 99)
-        print(f"p99 latency, one client / one Translator call: {single / alone:.2f}x (goal <= 1.2x)")
-        print(f"{most} clients / one client: {rate[f'server, {most} client(s)'] / rate['server, 1 client(s)']:.2f}x "
-              "(goal >= 3x)")
+    single = np.percentile(latencies["server, 1 client(s)"], 99)
+    alone = np.percentile(latencies["Translator, one a call"], 99)
+    print(f"p99 latency, one client / one Translator call: {single / alone:.2f}x (goal <= 1.2x)")
+    print(f"{most} clients / one client: "
+          f"{rate[f'server, {most} client(s)'] / rate['server, 1 client(s)']:.2f}x (goal >= 3x)")
     print(f"{most} clients / Translator whole list: {rate[f'server, {most} client(s)'] / whole:.2f}x "
           "(goal >= 0.8x)")
-    print(f"Burst of {args.burst} requests at once (queue {args.max_queue}): "
-          f"{statuses.count(200)} answered, {statuses.count(503)} refused with 503 (the slowest "
-          f"refusal in {slowest_refusal * 1000:.0f} ms), {statuses.count(None)} failed; server "
+    print(f"Burst of {args.burst} requests of 8 sentences at once (queue {args.max_queue} "
+          "sentences): "
+          f"{statuses.count(200)} answered, {statuses.count(503)} refused with 503 (in "
+          f"{refusal_seconds[0] * 1000:.0f} ms at the median, the slowest in "
+          f"{refusal_seconds[1] * 1000:.0f} ms), {statuses.count(None)} failed; server "
           f"memory {memory_before:.0f} -> {memory_after:.0f} MiB; answers again: {recovered}; "
           f"exit status after SIGTERM: {exit_status}.")
 

@@ -1,4 +1,5 @@
-"""Choosing a run's length penalty on held-out pairs, and making it the run's."""
+"""Choosing a run's length penalty on held-out pairs, and making it the run's;
+the greedy search that validates runs training on JAX or PyTorch."""
 
 import shutil
 
@@ -44,3 +45,19 @@ def test_the_set_penalty_is_what_the_run_decodes_with(small_run, tmp_path):
             np.testing.assert_array_equal(got, want)
     assert (Translator.from_directory(run).translate(SOURCES)
             == Translator(before, tokenizer, alpha=1.5).translate(SOURCES))
+
+
+def test_the_keras_greedy_translator_translates_as_the_translators_greedy_search(small_run):
+    # What BleuValidator searches with off TensorFlow (decoding.keras_greedy:
+    # fixed shapes, blank rows filling the last batch), here run on
+    # TensorFlow beside the Translator it must agree with.
+    from helpers.small_run import WORDS
+    from keras_transformer.decoding.keras_greedy import KerasGreedyTranslator
+
+    model, tokenizer = load_model_and_tokenizer(small_run)
+    rng = np.random.default_rng(4)
+    texts = [" ".join(rng.choice(WORDS, size=rng.integers(1, 30))) for _ in range(70)] + ["", " "]
+    with pytest.warns(UserWarning):  # the longest are cut, as the Translator cuts them
+        expected = Translator(model, tokenizer, beam_size=1).translate(texts)
+    found = KerasGreedyTranslator(model, tokenizer, rows=32).translate(texts)
+    assert found == expected and found[-2:] == ["", ""]

@@ -12,7 +12,8 @@ CTranslate2 or ONNX runtime (--runtime). The API is LibreTranslate's: POST
 /translate (q a string or a list; alternatives for the next best), GET
 /languages, and GET /health, GET /metrics (Prometheus), GET / (the page).
 Sentences of concurrent requests are translated together: a batch takes
-what is waiting, up to --batch-tokens, once its first sentence has waited
+what is waiting, up to --batch-tokens, at once on an idle server, else once
+it holds its share of the work in hand or its first sentence has waited
 --max-wait-ms; --max-queue sentences may wait, and requests beyond get 503
 with Retry-After. It listens on 127.0.0.1 unless told otherwise (--host);
 --api-keys FILE (one key a line) makes every translation request carry one.
@@ -68,8 +69,9 @@ def parser():
     limits.add_argument("--batch-tokens", type=cli.positive_int,
                         help="source tokens a batch holds at most (default: 2048 for beam "
                              "search, 4096 for greedy)")
-    limits.add_argument("--max-wait-ms", type=cli.non_negative_float, default=5.0,
-                        help="how long a batch's first sentence waits for others")
+    limits.add_argument("--max-wait-ms", type=cli.non_negative_float, default=30.0,
+                        help="how long a batch's first sentence may wait for others (an idle "
+                             "server starts at once)")
     limits.add_argument("--workers", type=cli.positive_int, default=2,
                         help="batches translated at once")
     limits.add_argument("--max-queue", type=cli.positive_int, default=1024,

@@ -245,9 +245,10 @@ class PreparedCorpus:
             start_step: the update the run resumes at; with
                 `accumulation_steps` it says how many micro-batches each
                 replica has already consumed.
-            batch_multiple, fixed_shapes: as for `token_batches`, for a
-                pipeline whose batches are split between devices later (one
-                input context of one replica: keras.distribution on JAX).
+            batch_multiple: as for `token_batches`, for a pipeline whose
+                batches are split between devices later (one input context
+                of one replica: keras.distribution on JAX).
+            fixed_shapes: as for `token_batches` (for XLA's compiled steps).
 
         Raises (when the function is called):
             ValueError: fewer shard files than input pipelines, or too few

@@ -69,17 +69,20 @@ class Settings:
 
     Args:
         runtime: a `runtimes.Runtime`.
-        source_language, target_language: the model's language codes.
+        source_language: the model's source language code.
+        target_language: the model's target language code.
         api_keys: a set of keys one of which every request to /translate
             must carry (`api_key`), or None for none.
         max_request_bytes: the largest body accepted (413 beyond).
         max_queue: sentences that may wait at once (503 beyond).
-        batch_tokens, max_wait, workers: see `Batcher`.
+        batch_tokens: see `Batcher`.
+        max_wait: see `Batcher`.
+        workers: see `Batcher`.
         retry_after: seconds a refused client is told to wait.
     """
 
     def __init__(self, runtime, source_language, target_language, api_keys=None,
-                 max_request_bytes=65536, max_queue=1024, batch_tokens=2048, max_wait=0.005,
+                 max_request_bytes=65536, max_queue=1024, batch_tokens=2048, max_wait=0.03,
                  workers=2, retry_after=1):
         self.runtime = runtime
         self.source_language = source_language

@@ -1,14 +1,23 @@
 """Batching across requests, as TensorFlow Serving's batching does: every
 sentence of every request waits in one bounded queue; a worker takes the
-sentences that are waiting, up to a token budget, once the first of them has
-waited `max_wait` seconds or the budget is full, and translates them in one
+sentences that are waiting, up to a token budget, and translates them in one
 call; the sentences that arrive while a batch is decoding join a later one.
-Two workers (`workers`) keep a batch decoding while the next one gathers, as
-the `Translator` keeps two searches in flight.
+Two workers (`workers`) keep two batches decoding, as the `Translator` keeps
+two searches in flight.
 
 Sentences are searched independently of the others in their batch (padding
 is masked, finished sentences leave the batch), so every answer is what
 translating that sentence alone gives; the tests check it.
+
+A batch takes its worker's share of the sentences in the server (those
+waiting and those being translated, over the workers): on an idle server
+the first sentence starts at once; a worker that frees while another
+decodes waits (at most `max_wait` after its first sentence came) until it
+holds about as many as that one. Taking whatever waited instead, one worker
+came to hold most of 32 clients' sentences in one long batch while the
+other cycled through a few stragglers: 91 sentences a second against 101
+with shares and 124 with shares and the wait (`benchmarks/serve_load.py`'s
+32 clients, 2 cores; the Translator on the whole list: 178).
 
 A request whose sentences do not fit in the queue is refused whole
 (`QueueFull`), so memory stays bounded however many clients send.
@@ -49,7 +58,7 @@ class Batcher:
             (metrics).
     """
 
-    def __init__(self, runtime, batch_tokens=2048, max_wait=0.005, max_queue=1024, workers=2,
+    def __init__(self, runtime, batch_tokens=2048, max_wait=0.03, max_queue=1024, workers=2,
                  observe=None):
         self.runtime = runtime
         self.batch_tokens = batch_tokens
@@ -59,6 +68,7 @@ class Batcher:
         self._queue = collections.deque()
         self._condition = threading.Condition()
         self._stopping = False
+        self._translating = 0  # sentences in the batches being translated
         self._threads = [threading.Thread(target=self._work, name=f"batcher-{index}", daemon=True)
                          for index in range(workers)]
 
@@ -89,7 +99,7 @@ class Batcher:
         """
         loop = asyncio.get_running_loop()
         limit = self.runtime.max_source_tokens
-        lengths = await loop.run_in_executor(None, self.runtime.source_lengths, sentences)
+        lengths = self.runtime.source_lengths(sentences)  # plain Python, microseconds
         with self._condition:
             if self._stopping or len(self._queue) + len(sentences) > self.max_queue:
                 raise QueueFull()
@@ -101,23 +111,35 @@ class Batcher:
         return await asyncio.gather(*(item.future for item in items))
 
     def _take(self):
-        """The next batch (waiting for it), or None once stopped and empty."""
+        """The next batch (waiting for it), or None once stopped and empty.
+
+        A batch starts once it can take its share of the sentences in the
+        server (waiting and being translated, over the workers), its token
+        budget is full, or its first sentence has waited `max_wait`: an
+        idle server starts on the first sentence at once, and a worker that
+        frees while another decodes gathers about as many as that one holds."""
         with self._condition:
             while not self._queue:
                 if self._stopping:
                     return None
                 self._condition.wait()
             deadline = self._queue[0].arrived + self.max_wait
-            while (not self._stopping and sum(item.tokens for item in self._queue) < self.batch_tokens
-                   and (remaining := deadline - time.monotonic()) > 0):
+            while not self._stopping:
+                share = -(-(len(self._queue) + self._translating) // len(self._threads))
+                remaining = deadline - time.monotonic()
+                if (len(self._queue) >= share or remaining <= 0
+                        or sum(item.tokens for item in self._queue) >= self.batch_tokens):
+                    break
                 self._condition.wait(remaining)
-            if not self._queue:  # another worker took them meanwhile
-                return []
+                if not self._queue:  # another worker took them meanwhile
+                    return []
             batch = [self._queue.popleft()]
             tokens = batch[0].tokens
-            while self._queue and tokens + self._queue[0].tokens <= self.batch_tokens:
+            while (self._queue and len(batch) < share
+                   and tokens + self._queue[0].tokens <= self.batch_tokens):
                 tokens += self._queue[0].tokens
                 batch.append(self._queue.popleft())
+            self._translating += len(batch)
             return batch
 
     def _work(self):
@@ -129,8 +151,14 @@ class Batcher:
                 results = self.runtime.translate([item.text for item in batch],
                                                  n_best=max(item.n_best for item in batch))
             except Exception as error:  # the requests' 500s; the worker carries on
+                results = None
                 for item in batch:
                     item.loop.call_soon_threadsafe(_settle, item.future, None, error)
+            finally:
+                with self._condition:
+                    self._translating -= len(batch)
+                    self._condition.notify_all()
+            if results is None:
                 continue
             for item, result in zip(batch, results):
                 item.loop.call_soon_threadsafe(_settle, item.future, result[:item.n_best], None)

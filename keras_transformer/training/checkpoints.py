@@ -100,7 +100,8 @@ class CheckpointCallback(_Saving):
         strategy: the training strategy; only the chief's checkpoints are
             kept (every worker writes, as collective ops require).
         keep: how many of the newest checkpoints to keep.
-        every_steps, every_minutes: when to save.
+        every_steps: save every this many updates (or None).
+        every_minutes: save every this many minutes (or None).
     """
 
     def __init__(self, directory, model, optimizer, strategy, keep=5, every_steps=None,
@@ -159,7 +160,8 @@ class SafetensorsCheckpoints(_Saving):
         trainer: the `JaxTrainer` or `TorchTrainer` whose model and
             optimizer are saved and restored.
         keep: how many of the newest checkpoints to keep.
-        every_steps, every_minutes: when to save.
+        every_steps: save every this many updates (or None).
+        every_minutes: save every this many minutes (or None).
     """
 
     def __init__(self, directory, trainer, keep=5, every_steps=None, every_minutes=None):

@@ -22,7 +22,8 @@ class TorchTrainer(TrainingLoop):
     places it on (a GPU where PyTorch sees one).
 
     Args:
-        model, optimizer: as for `JaxTrainer`.
+        model: as for `JaxTrainer`.
+        optimizer: as for `JaxTrainer`.
         label_smoothing: eps_ls.
         accumulation_steps: micro-batches per update.
         pad_id: the label id that is padding (default: `model.config.pad_id`).
