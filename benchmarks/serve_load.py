@@ -10,7 +10,10 @@ The server (`examples/serve.py RUN`, default settings, on 127.0.0.1 only)
 runs in a process of its own; the clients are threads of this one, each
 with its own keep-alive connection, each sending the next sentence as soon
 as its last answer came. Timed in turns, round after round (this machine's
-speed drifts): the Translator on the whole list in one call; one sentence
+speed drifts): the Translator on the whole list in one call, and again
+with its batches held to the rows the most clients can fill (half of them,
+one half for each of the server's two workers: the ceiling of batching
+single-sentence requests); one sentence
 at a time, each sentence first by a Translator call, then by a request to
 the server (one client), so that each latency has its pair; then the server
 with each larger number of clients. For each: sentences a second, and the
@@ -70,6 +73,7 @@ class Server:
                 return
             except OSError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.process.kill()
                     raise RuntimeError("the server did not start") from None
                 time.sleep(0.2)
 
@@ -153,6 +157,7 @@ def burst(server, sentences, count, languages):
     peak = server.memory()
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
     recovered = _post(connection, sentences[0], languages)[0] == 200
+    connection.close()
     refused = [seconds for status, seconds in results if status == 503] or [0.0]
     return ([status for status, _ in results], (np.median(refused), max(refused)), before, peak,
             recovered)
@@ -180,11 +185,18 @@ def main():
 
     translator = Translator.from_directory(args.run_dir)
     expected = translator.translate(sentences)
+    # The largest batches the most clients can fill: their sentences spread
+    # over the server's two workers (its default --workers). The Translator
+    # held to them is the ceiling of batching single-sentence requests.
+    capped_rows = max(args.clients) // 2
+    capped = Translator(translator.model, translator.tokenizer, batch_size=capped_rows)
+    capped_name = f"Translator, {capped_rows} a batch"
     server = Server(args.run_dir, ["--max-queue", str(args.max_queue)])
     try:
         clients(server, sentences[:16], 4, languages)  # warm
         args.clients = [1] + sorted(set(args.clients) - {1})
-        times = {name: [] for name in ["Translator, whole list", "Translator, one a call"]
+        times = {name: [] for name in ["Translator, whole list", capped_name,
+                                       "Translator, one a call"]
                  + [f"server, {count} client(s)" for count in args.clients]}
         latencies, wrong, lost = {name: [] for name in times}, dict.fromkeys(times, 0), \
             dict.fromkeys(times, 0)
@@ -193,6 +205,10 @@ def main():
             found = translator.translate(sentences)
             times["Translator, whole list"].append(time.perf_counter() - started)
             wrong["Translator, whole list"] += sum(a != b for a, b in zip(found, expected))
+            started = time.perf_counter()
+            found = capped.translate(sentences)
+            times[capped_name].append(time.perf_counter() - started)
+            wrong[capped_name] += sum(a != b for a, b in zip(found, expected))
             connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
             alone = {"Translator, one a call": [], "server, 1 client(s)": []}
             for sentence, reference in zip(sentences, expected):
@@ -238,7 +254,8 @@ def main():
     print(f"{most} clients / one client: "
           f"{rate[f'server, {most} client(s)'] / rate['server, 1 client(s)']:.2f}x (goal >= 3x)")
     print(f"{most} clients / Translator whole list: {rate[f'server, {most} client(s)'] / whole:.2f}x "
-          "(goal >= 0.8x)")
+          f"(goal >= 0.8x); / {capped_name}: {rate[f'server, {most} client(s)'] / rate[capped_name]:.2f}x; "
+          f"{capped_name} / whole list: {rate[capped_name] / whole:.2f}x")
     print(f"Burst of {args.burst} requests of 8 sentences at once (queue {args.max_queue} "
           "sentences): "
           f"{statuses.count(200)} answered, {statuses.count(503)} refused with 503 (in "

@@ -25,9 +25,8 @@ import concurrent.futures
 import dataclasses
 import os
 import re
-import warnings
 
-from keras_transformer.textfiles import TruncationWarning, read_json
+from keras_transformer.textfiles import read_json
 
 RUNTIMES = ("keras", "saved_model", "ctranslate2", "onnx")
 
@@ -88,7 +87,8 @@ def model_config(path):
 
 def default_runtime(path):
     """keras for a run folder; for an export, the first of saved_model,
-    ctranslate2, onnx and keras it holds."""
+    ctranslate2 and onnx it holds, else keras (whose `check_runtime` says
+    what the folder lacks)."""
     if folder_kind(path) == "run":
         return "keras"
     return next(runtime for runtime in RUNTIMES[1:] + ("keras",)
@@ -208,10 +208,8 @@ class Runtime:
         (see `source_lengths`)."""
         if not sentences:
             return []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", TruncationWarning)
-            return self._translate(list(sentences), n_best,
-                                   self.decoding.seed if seed is None else seed)
+        return self._translate(list(sentences), n_best,
+                               self.decoding.seed if seed is None else seed)
 
     def source_lengths(self, sentences):
         """Each sentence's length in the model's source tokens (before any
@@ -258,10 +256,9 @@ class KerasRuntime(Runtime):
 
     def _translate(self, sentences, n_best, seed):
         if self.decoding.sampling:
-            # The Translator draws with its sampling's seed (and each batch's place).
-            self.translator.sampling = dataclasses.replace(self.translator.sampling, seed=seed)
             n_best = 1
-        return self.translator.translate(sentences, n_best=n_best)
+        return self.translator.translate(sentences, n_best=n_best, seed=seed,
+                                         on_overlong=lambda indexes, limit: None)
 
 
 class SavedModelRuntime(Runtime):
@@ -316,7 +313,7 @@ class CTranslate2Runtime(Runtime):
         from keras_transformer.export.ctranslate2_translator import CTranslate2Translator
 
         self.translator = CTranslate2Translator(os.path.join(path, "ctranslate2"), threads=threads,
-                                                seed=decoding.seed)
+                                                seed=decoding.seed, warn_overlong=False)
         self._tokenizer = self.translator.tokenizer
 
     def _translate(self, sentences, n_best, seed):
@@ -343,7 +340,8 @@ class OnnxRuntime(Runtime):
         super().__init__(path, decoding, threads, in_flight)
         from keras_transformer.export import OnnxTranslator
 
-        self.translator = OnnxTranslator(os.path.join(path, "onnx"), threads=threads)
+        self.translator = OnnxTranslator(os.path.join(path, "onnx"), threads=threads,
+                                         warn_overlong=False)
         self._tokenizer = self.translator.tokenizer
 
     def _translate(self, sentences, n_best, seed):

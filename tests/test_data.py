@@ -1,7 +1,6 @@
 """Corpora, the Ding TFDS builder, the tokenizer and token-budget batching."""
 
 import collections
-import os
 
 import numpy as np
 import pytest

@@ -16,7 +16,7 @@ from helpers import processes
 from keras_transformer.training import checkpoint_paths
 from keras_transformer.training.checkpoints import latest_step
 
-STEPS = 120
+STEPS = 60
 
 
 def _saved_steps(run_dir):

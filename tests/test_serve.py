@@ -7,6 +7,7 @@ requests in flight (each answered, exit status 0), and the page translating
 typed text in Chromium. Traffic goes to 127.0.0.1 only, bounded in count
 and time."""
 
+import asyncio
 import concurrent.futures
 import json
 import re
@@ -26,7 +27,7 @@ from helpers.chromium import CHROMIUM, Browser
 from helpers.small_run import WORDS
 from keras_transformer import runtimes
 from keras_transformer.decoding import Translator
-from keras_transformer.serving import Settings, create_app
+from keras_transformer.serving import Batcher, Settings, create_app
 
 SERVE = processes.ROOT + "/examples/serve.py"
 
@@ -109,6 +110,9 @@ def test_each_error_class_has_its_status_and_a_json_message(client, runtime, mon
         (dict(json=good | {"format": "html"}), 400, "format 'html' is not supported"),
         (dict(json=good | {"alternatives": 4}), 400, "alternatives must be from 0 to 3"),
         (dict(json=good | {"alternatives": "many"}), 400, "alternatives must be a whole number"),
+        (dict(json=good | {"alternatives": "--3"}), 400, "alternatives must be a whole number"),
+        (dict(data={"q": "der Baum", "source": "de", "target": "en", "alternatives": "\u00b2"}),
+         400, "alternatives must be a whole number"),
         (dict(json=good | {"q": "x" * 5000}), 413, "over this server's limit of 4096 bytes"),
         (dict(json=good | {"q": ["x"] * 9}), 413, "9 sentences are more than this server queues"),
     ]
@@ -134,8 +138,47 @@ def test_api_keys_are_required_when_given(runtime):
         good = {"q": "der Baum", "source": "de", "target": "en"}
         assert _post(client, good) == (403, {"error": "Invalid API key"})
         assert _post(client, good | {"api_key": "key-2"}) == (403, {"error": "Invalid API key"})
+        assert _post(client, good | {"api_key": ["key-1"]}) == (403, {"error": "Invalid API key"})
         assert _post(client, good | {"api_key": "key-1"})[0] == 200
         assert client.get("/languages").status_code == 200
+
+
+class _Echo:
+    """A runtime that answers each sentence with itself, a word a token."""
+
+    max_source_tokens = 100
+
+    def __init__(self):
+        self.batches = []
+
+    def source_lengths(self, sentences):
+        return [len(text.split()) for text in sentences]
+
+    def translate(self, sentences, n_best=1):
+        self.batches.append(len(sentences))
+        return [[(text, 0.0)] for text in sentences]
+
+
+def test_stopping_the_batcher_answers_everything_queued():
+    # Queued before the workers start, then stopped: every sentence is
+    # answered, in batches of the workers' shares.
+    runtime = _Echo()
+    batcher = Batcher(runtime, max_wait=10.0, workers=2)
+    sentences = [f"sentence {index}" for index in range(7)]
+
+    async def main():
+        pending = asyncio.ensure_future(batcher.translate(sentences))
+        await asyncio.sleep(0)  # queued
+        assert batcher.queued == 7
+        batcher._stopping = True  # as stop() does, before any worker runs
+        batcher.start()
+        answers = await asyncio.wait_for(pending, 30)
+        await asyncio.to_thread(batcher.stop)
+        return answers
+
+    answers = asyncio.run(main())
+    assert [found[0][0] for found in answers] == sentences
+    assert sum(runtime.batches) == 7 and max(runtime.batches) == 4, runtime.batches
 
 
 # ------------------------------------------------------------ real servers

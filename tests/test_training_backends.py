@@ -156,6 +156,27 @@ def test_a_backend_refuses_what_it_cannot_do(backend, strategy, xla, refusal):
     assert refusal in str(refused.value) and "\n" not in str(refused.value)
 
 
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_mixed_float16_is_refused_off_tensorflow(backend):
+    with pytest.raises(ValueError, match="use --precision mixed_bfloat16"):
+        backends.check(backend=backend, precision="mixed_float16")
+    backends.check(backend=backend, precision="mixed_bfloat16")
+
+
+def test_a_run_is_resumed_only_on_a_backend_that_reads_its_checkpoints(tmp_path):
+    # A JAX run's safetensors checkpoints, resumed on TensorFlow: refused in
+    # one line before any work, the run left as it was.
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "ckpt-10.safetensors").write_bytes(b"")
+    result = _command("train", "--output", run, "--preset", "small", "--steps", "20",
+                      backend="tensorflow")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert ("holds safetensors checkpoints, which the Keras backend tensorflow does not resume"
+            in result.stderr)
+    assert sorted(path.name for path in run.rglob("*")) == ["checkpoints", "ckpt-10.safetensors"]
+
+
 def test_the_command_refuses_in_one_line_before_any_work(tmp_path):
     result = _command("train", "--output", tmp_path / "run", "--strategy", "mirrored",
                       backend="jax")

@@ -115,7 +115,7 @@ def parse(argv=None):
     if args.checkpoint_every_steps == 0 and not args.checkpoint_every_minutes:
         p.error("--checkpoint-every-steps 0 needs --checkpoint-every-minutes (a run must "
                 "save checkpoints to be resumed and averaged).")
-    backends.check(args.strategy, args.xla)
+    backends.check(args.strategy, args.xla, precision=args.precision)
     return args
 
 

@@ -255,7 +255,8 @@ class Translator:
         limit = max_source_tokens(self.model)
         return [i for i, n in enumerate(self.source_lengths(sentences)) if n > limit]
 
-    def translate(self, sentences, n_best=None, progress=False, on_batch=None, on_overlong=None):
+    def translate(self, sentences, n_best=None, progress=False, on_batch=None, on_overlong=None,
+                  seed=None):
         """Translates a list of sentences (str or bytes), one result each,
         sorting and batching the whole list together.
 
@@ -266,6 +267,7 @@ class Translator:
             progress: show a progress bar (Keras').
             on_batch: see `translate_stream`.
             on_overlong: see `translate_stream`.
+            seed: see `translate_stream`.
 
         Warns:
             TruncationWarning: naming the sentences cut to the model's length
@@ -277,10 +279,11 @@ class Translator:
             on_batch = lambda count, tokens, report=on_batch: (  # noqa: E731
                 bar.add(count), report and report(count, tokens))
         return list(self.translate_stream(sentences, n_best=n_best, window=max(len(sentences), 1),
-                                          on_batch=on_batch, on_overlong=on_overlong))
+                                          on_batch=on_batch, on_overlong=on_overlong,
+                                          seed=seed))
 
     def translate_stream(self, sentences, n_best=None, window=DEFAULT_WINDOW, on_batch=None,
-                         on_overlong=None):
+                         on_overlong=None, seed=None):
         """Translates an iterable of sentences (str or bytes) of any length,
         yielding one result per sentence in the input's order, holding only
         `window` sentences at a time (each window is sorted and batched as
@@ -294,6 +297,9 @@ class Translator:
             on_overlong: called for each window with sentences longer than
                 the model accepts, with their indexes (counted from 0 in the
                 whole stream) and the limit; default: a `TruncationWarning`.
+            seed: with `sampling`, the seed this call draws with (default:
+                the sampling's); calls from several threads may each give
+                their own.
 
         Raises:
             ValueError: with `overlong="error"`, at the first window holding
@@ -308,10 +314,10 @@ class Translator:
             chunk = [clean_text(s) for s in itertools.islice(iterator, window)]
             if not chunk:
                 return
-            yield from self._translate_window(chunk, start, n_best, on_batch, on_overlong)
+            yield from self._translate_window(chunk, start, n_best, on_batch, on_overlong, seed)
             start += len(chunk)
 
-    def _translate_window(self, sentences, start, n_best, on_batch, on_overlong):
+    def _translate_window(self, sentences, start, n_best, on_batch, on_overlong, seed):
         ids = self._tokenize(sentences)
         lengths = ids.row_lengths().numpy()
         limit = max_source_tokens(self.model)
@@ -333,6 +339,9 @@ class Translator:
         lengths = np.minimum(lengths, limit)
         values, splits = ids.flat_values.numpy(), ids.row_splits.numpy()
 
+        if self.sampling and seed is None:
+            seed = self.sampling.seed
+
         def search(rows):
             source = np.full((len(rows), int(lengths[rows].max()) + 1), self.tokenizer.pad_id,
                              np.int32)
@@ -341,8 +350,8 @@ class Translator:
                 source[row, lengths[i]] = self.tokenizer.eos_id
             # A sampling seed a batch, from the index of its first sentence
             # in the stream: the same input draws the same translations.
-            seed = self.sampling.seed * 1_000_003 + start + int(rows[0]) if self.sampling else 0
-            return rows, self._translate(source, lengths[rows] == 0, tf.constant(seed, tf.int64),
+            batch_seed = seed * 1_000_003 + start + int(rows[0]) if self.sampling else 0
+            return rows, self._translate(source, lengths[rows] == 0, tf.constant(batch_seed, tf.int64),
                                          tf.constant(self.alpha, tf.float32))
 
         batches = length_batches(lengths + 1, self.batch_tokens, self.batch_size)

@@ -104,9 +104,12 @@ class CTranslate2Translator:
             belong to the translator's threads, which draw one stream each:
             a new translator with the same seed, given the same calls, draws
             the same samples.
+        warn_overlong: warn of the sentences cut to the model's length (a
+            caller that counts them itself, as a server does, says False).
     """
 
-    def __init__(self, directory, compute_type="default", threads=None, batch_size=32, seed=None):
+    def __init__(self, directory, compute_type="default", threads=None, batch_size=32, seed=None,
+                 warn_overlong=True):
         ctranslate2 = require_ctranslate2()
         if seed is not None:
             ctranslate2.set_random_seed(seed)  # before the threads that draw exist
@@ -128,6 +131,7 @@ class CTranslate2Translator:
         self.eos_id = self.target_ids[self.defaults["eos_token"]]
         self.pad_id = self.target_ids[self.defaults["pad_token"]]
         self.batch_size = batch_size
+        self.warn_overlong = warn_overlong
 
     # ----------------------------------------------------------- id level
 
@@ -212,7 +216,7 @@ class CTranslate2Translator:
         limit = self.defaults["max_length"] - 1
         sources = [list(self.tokenizer.encode(clean_text(s))) for s in sentences]
         too_long = [i for i, ids in enumerate(sources) if len(ids) > limit]
-        if too_long:
+        if too_long and self.warn_overlong:
             warnings.warn(truncation_warning(too_long, limit), stacklevel=3)
         return [ids[:limit] for ids in sources], [not ids for ids in sources]
 

@@ -164,10 +164,12 @@ class OnnxTranslator:
     `keras_transformer.decoding.Translator`: str or bytes in, invalid UTF-8
     becomes U+FFFD and NUL a space, blank input gives "", input longer than
     the model accepts is cut to its `max_length - 1` tokens with a
-    `TruncationWarning` naming it."""
+    `TruncationWarning` naming it (unless `warn_overlong` is False: a caller
+    that counts them itself, as a server does)."""
 
-    def __init__(self, directory, tokenizer_path=None, threads=None):
+    def __init__(self, directory, tokenizer_path=None, threads=None, warn_overlong=True):
         self.search = OnnxSearch(directory, threads)
+        self.warn_overlong = warn_overlong
         self.tokenizer = (SentencePieceText(tokenizer_path) if tokenizer_path
                           else text_tokenizer(directory))
 
@@ -175,7 +177,7 @@ class OnnxTranslator:
         limit = self.search.config["max_length"] - 1
         pieces = [self.tokenizer.encode(clean_text(s)) for s in sentences]
         too_long = [i for i, ids in enumerate(pieces) if len(ids) > limit]
-        if too_long:
+        if too_long and self.warn_overlong:
             warnings.warn(truncation_warning(too_long, limit), stacklevel=3)
         pieces = [list(ids[:limit]) for ids in pieces]
         source = np.full((len(pieces), max(len(p) for p in pieces) + 1), self.search.pad_id,

@@ -11,7 +11,7 @@ over one model, a page to try it, a health check and Prometheus metrics
                       detected; the answer says which it took, as
                       LibreTranslate's does); "api_key" where keys are required
     GET  /languages   [{"code": "de", "name": "German", "targets": ["en"]}, ...]
-    GET  /health      {"status": "ok", ...} (503 while stopping)
+    GET  /health      {"status": "ok", ...}
     GET  /metrics     Prometheus' text format
     GET  /            the page (?q=TEXT translates TEXT on opening)
 
@@ -19,10 +19,15 @@ Errors are JSON, `{"error": "..."}`: 400 for a body that is not JSON (or
 form), a missing or wrongly typed field or a language pair the model does
 not translate; 403 for a missing or unknown API key; 404 and 405 for other
 paths and methods; 413 for a body over the size limit, or more sentences
-than the queue holds; 503 with Retry-After when the queue is full or the
-server is stopping; 500 only for a fault of the server's own.
+than the queue holds; 503 with Retry-After when the queue is full; 500 only
+for a fault of the server's own.
+
+Stopping is uvicorn's: it stops accepting connections, closes the idle
+ones and lets the requests in flight finish; only then does the
+application's lifespan end, stopping the batcher's workers.
 """
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -82,7 +87,7 @@ class Settings:
     """
 
     def __init__(self, runtime, source_language, target_language, api_keys=None,
-                 max_request_bytes=65536, max_queue=1024, batch_tokens=2048, max_wait=0.03,
+                 max_request_bytes=262144, max_queue=1024, batch_tokens=2048, max_wait=0.03,
                  workers=2, retry_after=1):
         self.runtime = runtime
         self.source_language = source_language
@@ -108,6 +113,8 @@ class _Metrics:
                                  buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
         self.sentences = Counter("translation_sentences", "Sentences translated",
                                  registry=self.registry)
+        self.tokens = Counter("translation_source_tokens", "Source tokens translated",
+                              registry=self.registry)
         self.queue = Gauge("translation_queue_sentences", "Sentences waiting for a batch",
                            registry=self.registry)
         self.queue.set_function(batcher_queue)
@@ -120,6 +127,7 @@ class _Metrics:
 
     def observe_batch(self, sentences, tokens, seconds):
         self.sentences.inc(sentences)
+        self.tokens.inc(tokens)
         self.batch_sentences.observe(sentences)
         self.batch_seconds.observe(seconds)
 
@@ -131,7 +139,6 @@ def create_app(settings):
                       settings.workers)
     metrics = _Metrics(lambda: batcher.queued)
     batcher.observe = metrics.observe_batch
-    state = {"stopping": False}
     most_alternatives = max(runtime.decoding.beam_size - 1, 0)
 
     @contextlib.asynccontextmanager
@@ -140,13 +147,14 @@ def create_app(settings):
         try:
             yield
         finally:
-            state["stopping"] = True
-            batcher.stop()
+            await asyncio.to_thread(batcher.stop)
 
     async def translate(request):
         started = time.monotonic()
         fields = await _fields(request, settings.max_request_bytes)
-        if settings.api_keys is not None and fields.get("api_key") not in settings.api_keys:
+        key = fields.get("api_key")
+        if settings.api_keys is not None and not (isinstance(key, str)
+                                                  and key in settings.api_keys):
             raise _Refused(403, "Invalid API key")
         sentences, is_list = _sentences(fields.get("q"))
         source, target = fields.get("source"), fields.get("target")
@@ -168,8 +176,6 @@ def create_app(settings):
         if len(sentences) > settings.max_queue:
             raise _Refused(413, f"{len(sentences)} sentences are more than this server queues "
                                 f"({settings.max_queue}); send fewer at a time")
-        if state["stopping"]:
-            raise _Refused(503, "The server is stopping", {"Retry-After": str(settings.retry_after)})
         try:
             results = await batcher.translate(sentences, n_best=alternatives + 1)
         except QueueFull:
@@ -194,11 +200,11 @@ def create_app(settings):
                               "targets": entry["targets"]} for entry in listed])
 
     async def health(request):
-        body = {"status": "stopping" if state["stopping"] else "ok", "runtime": runtime.name,
+        body = {"status": "ok", "runtime": runtime.name,
                 "model": os.path.basename(os.path.normpath(runtime.path)),
                 "languages": [settings.source_language, settings.target_language],
                 "max_alternatives": most_alternatives, "queued_sentences": batcher.queued}
-        return JSONResponse(body, status_code=503 if state["stopping"] else 200)
+        return JSONResponse(body)
 
     async def prometheus(request):
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
@@ -254,7 +260,7 @@ async def _fields(request, limit):
     """The request's fields: a JSON object, or a form (urlencoded or
     multipart), read up to `limit` bytes."""
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
+    if declared and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise _Refused(413, f"The request's body ({declared} bytes) is over this server's limit "
                             f"of {limit} bytes")
     body = b""
@@ -273,9 +279,9 @@ async def _fields(request, limit):
         async def replay():
             return {"type": "http.request", "body": body, "more_body": False}
 
-        form = await Request(request.scope, replay).form()
-        return {name: form.getlist(name) if name == "q" and len(form.getlist(name)) > 1
-                else form[name] for name in form}
+        async with Request(request.scope, replay).form() as form:
+            return {name: form.getlist(name) if name == "q" and len(form.getlist(name)) > 1
+                    else form[name] for name in form}
     try:
         fields = json.loads(body)
     except ValueError:
@@ -300,6 +306,9 @@ def _integer(value, name):
     """A whole number given as a JSON number or a form's text."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
     raise _Refused(400, f"Invalid request: {name} must be a whole number")

@@ -124,10 +124,10 @@ class Batcher:
                     return None
                 self._condition.wait()
             deadline = self._queue[0].arrived + self.max_wait
-            while not self._stopping:
+            while True:
                 share = -(-(len(self._queue) + self._translating) // len(self._threads))
                 remaining = deadline - time.monotonic()
-                if (len(self._queue) >= share or remaining <= 0
+                if (self._stopping or len(self._queue) >= share or remaining <= 0
                         or sum(item.tokens for item in self._queue) >= self.batch_tokens):
                     break
                 self._condition.wait(remaining)

@@ -45,7 +45,7 @@ on every host of a multi-host JAX run: `keras.distribution.initialize`
 reads them."""
 
 
-def check(strategy="default", xla=False, backend=None):
+def check(strategy="default", xla=False, backend=None, precision="float32"):
     """Raises a one-line ValueError if `backend` (default: Keras') cannot
     train with these options."""
     backend = backend or keras.backend.backend()
@@ -60,6 +60,10 @@ def check(strategy="default", xla=False, backend=None):
     if xla and backend == "torch":
         raise ValueError("--xla compiles the step with XLA, which the Keras backend torch does "
                          "not use; drop it (or train on JAX, which always compiles).")
+    if precision == "mixed_float16" and backend != "tensorflow":
+        raise ValueError(f"--precision mixed_float16 needs dynamic loss scaling, which the "
+                         f"{backend} trainer does not do; use --precision mixed_bfloat16 (no "
+                         "scaling needed), or train on TensorFlow.")
 
 
 def current():
@@ -80,6 +84,7 @@ class TensorFlowPieces:
     """`tf.distribute` strategies, `Trainer`, TensorFlow checkpoints."""
 
     name = "tensorflow"
+    checkpoint_format = "tensorflow"
 
     def strategy(self, name):
         from keras_transformer.training.distribution import make_strategy
@@ -121,6 +126,7 @@ class JaxPieces(TensorFlowPieces):
     of a few fixed shapes."""
 
     name = "jax"
+    checkpoint_format = "safetensors"
 
     def strategy(self, name):
         """None (one device) or a `DataParallel` over every local device, or

@@ -118,9 +118,7 @@ class CheckpointCallback(_Saving):
         # are saved beside it, so that a resumed run draws the dropout masks
         # an uninterrupted one would (a checkpoint without them, written
         # before they were added, still restores the rest).
-        weights = {id(variable) for variable in model.weights}
-        seeds = {str(index): variable for index, variable in
-                 enumerate(v for v in model.variables if id(v) not in weights)}
+        seeds = {str(index): variable for index, variable in enumerate(_seed_states(model))}
         self._manager = tf.train.CheckpointManager(
             tf.train.Checkpoint(model=model, optimizer=optimizer, seeds=seeds),
             write_directory,
@@ -174,9 +172,7 @@ class SafetensorsCheckpoints(_Saving):
 
     def _groups(self):
         model, optimizer = self.trainer.model, self.trainer.optimizer
-        weights = {id(variable) for variable in model.weights}
-        return {"weights": model.weights,
-                "state": [v for v in model.variables if id(v) not in weights],
+        return {"weights": model.weights, "state": _seed_states(model),
                 "optimizer": optimizer.variables}
 
     def _restore_latest(self):
@@ -240,6 +236,14 @@ def read_safetensors_checkpoint(path):
             from None
 
 
+def _seed_states(model):
+    """The model's variables that are not weights: its dropout layers'
+    seed generators' states, which a resumed run needs to draw the masks
+    an uninterrupted one would."""
+    weights = {id(variable) for variable in model.weights}
+    return [variable for variable in model.variables if id(variable) not in weights]
+
+
 def _safetensors_paths(directory):
     """The safetensors checkpoints in `directory`, oldest (lowest step) first."""
     if not os.path.isdir(directory):
@@ -262,6 +266,15 @@ def checkpoint_paths(directory):
             "ckpt-*.safetensors files)."
         )
     return paths
+
+
+def checkpoint_format(directory):
+    """"tensorflow" or "safetensors", the format of the checkpoints kept in
+    `directory`, or None where there are none."""
+    directory = os.fspath(directory)
+    if tf.train.get_checkpoint_state(directory) is not None:
+        return "tensorflow"
+    return "safetensors" if _safetensors_paths(directory) else None
 
 
 def latest_step(directory):

@@ -35,7 +35,6 @@ import jax.numpy as jnp
 import keras
 import numpy as np
 
-from keras_transformer.special_ids import PAD_ID
 from keras_transformer.training.loop import SUMS, TrainingLoop
 from keras_transformer.training.loss import token_statistics
 
@@ -54,23 +53,14 @@ class JaxTrainer(TrainingLoop):
             summed before one update).
         pad_id: the label id that is padding (default: `model.config.pad_id`).
 
-    Under the "mixed_float16" policy the optimizer is wrapped in a
-    `keras.optimizers.LossScaleOptimizer` (dynamic loss scaling).
+    "mixed_bfloat16" needs no loss scaling; "mixed_float16", which does,
+    trains on TensorFlow (`backends.check` refuses it here).
     """
 
     def __init__(self, model, optimizer, distribution=None, label_smoothing=0.1,
                  accumulation_steps=1, pad_id=None):
-        if accumulation_steps < 1:
-            raise ValueError(f"accumulation_steps must be >= 1; got {accumulation_steps}.")
-        self.model = model
+        self._set_recipe(model, label_smoothing, accumulation_steps, pad_id)
         self.distribution = distribution
-        self.label_smoothing = label_smoothing
-        self.accumulation_steps = accumulation_steps
-        self.pad_id = getattr(getattr(model, "config", None), "pad_id", PAD_ID) if pad_id is None \
-            else pad_id
-        if keras.config.dtype_policy().name == "mixed_float16" and not isinstance(
-                optimizer, keras.optimizers.LossScaleOptimizer):
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         with _scope(distribution):
             optimizer.build(model.trainable_variables)
         self.optimizer = optimizer
@@ -113,7 +103,6 @@ class JaxTrainer(TrainingLoop):
         for variables, values in zip(self._variables(), self._state):
             for variable, value in zip(variables, values):
                 variable.assign(value)
-        self._step = self.step
         self._state = None
 
     @property
@@ -132,6 +121,10 @@ class JaxTrainer(TrainingLoop):
     def chief(self):
         return jax.process_index() == 0
 
+    @property
+    def validates_everywhere(self):
+        return jax.process_count() > 1
+
     # ------------------------------------------------------------ the steps
 
     def _loss(self, trainable, non_trainable, optimizer_values, inputs, labels, tokens):
@@ -139,10 +132,6 @@ class JaxTrainer(TrainingLoop):
                                                           training=True)
         stats = token_statistics(labels, logits, self.label_smoothing, self.pad_id)
         loss = stats["loss"] / tokens
-        if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
-            mapping = list(zip(self.optimizer.variables, optimizer_values))
-            with keras.StatelessScope(state_mapping=mapping):
-                loss = self.optimizer.scale_loss(loss)
         return loss, (jnp.stack([stats[key] for key in SUMS]), non_trainable)
 
     def _gradients_function(self, trainable, non_trainable, optimizer_values, inputs, labels,

@@ -14,7 +14,8 @@ accumulated micro-batch) and divided by their number: with token-based
 batches, each token weighs the same however the batch is split.
 
 Importing this module imports neither TensorFlow nor any backend's own
-library (the logs import TensorFlow's summary writer when first written).
+library (the logs import TensorFlow's summary writer when training starts
+with a `log_dir`).
 """
 
 import json
@@ -24,6 +25,8 @@ import time
 
 import keras
 import numpy as np
+
+from keras_transformer.special_ids import PAD_ID
 
 METRICS_FILE = "metrics.jsonl"
 SUMS = ("loss", "nll", "correct", "tokens")
@@ -49,6 +52,22 @@ class TrainingLoop:
     """
 
     chief = True
+    validates_everywhere = False
+    """Whether the validators run on every process (JAX across hosts:
+    every process must run each computation over the global arrays), their
+    metrics logged by the chief; else on the chief alone."""
+
+    def _set_recipe(self, model, label_smoothing, accumulation_steps, pad_id):
+        """What every backend's trainer keeps of its arguments (see
+        `trainer.Trainer`); `pad_id` None reads `model.config.pad_id`
+        (PAD_ID for a model without a `TransformerConfig`)."""
+        if accumulation_steps < 1:
+            raise ValueError(f"accumulation_steps must be >= 1; got {accumulation_steps}.")
+        self.model = model
+        self.label_smoothing = label_smoothing
+        self.accumulation_steps = accumulation_steps
+        self.pad_id = (getattr(getattr(model, "config", None), "pad_id", PAD_ID) if pad_id is None
+                       else pad_id)
 
     def sync(self):
         """Makes the model's and the optimizer's variables current."""
@@ -87,7 +106,8 @@ class TrainingLoop:
                 that many updates, not a pass over the data).
             validation_data: a finite dataset for `evaluate`.
             validators: callables `model -> dict of metrics` run at the end of
-                each epoch on the chief, e.g. `evaluation.BleuValidator`.
+                each epoch on the chief (on every process where
+                `validates_everywhere`), e.g. `evaluation.BleuValidator`.
             log_dir: if given, the chief writes TensorBoard scalars and
                 `metrics.jsonl` (one line per epoch and per validation) there.
             verbose: 1 for Keras' progress bar, 0 for none.
@@ -137,7 +157,7 @@ class TrainingLoop:
     def _end_epoch(self, logs, validation_data, validators, log, history):
         if validation_data is not None:
             logs = logs | {f"val_{k}": v for k, v in self.evaluate(validation_data).items()}
-        if self.chief and validators:
+        if validators and (self.chief or self.validates_everywhere):
             self.sync()
             for validator in validators:
                 logs = logs | validator(self.model)

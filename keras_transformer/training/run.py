@@ -52,6 +52,7 @@ from keras_transformer.textfiles import (
 from keras_transformer.training import backends
 from keras_transformer.training.checkpoints import (
     average_checkpoints,
+    checkpoint_format,
     checkpoint_paths,
     latest_step,
 )
@@ -220,7 +221,7 @@ def run_training(options):
     The run's precision applies while it trains; Keras' global dtype policy
     is restored afterwards, so that models loaded later in the same process
     (to evaluate or export) are float32 like the saved weights."""
-    backends.check(options.strategy, options.xla)
+    backends.check(options.strategy, options.xla, precision=options.precision)
     previous_policy = keras.config.dtype_policy()
     set_precision(options.precision)
     try:
@@ -231,6 +232,14 @@ def run_training(options):
 
 def _train(options):
     backend = backends.current()
+    found = checkpoint_format(os.path.join(options.output_dir, "checkpoints"))
+    if found and found != backend.checkpoint_format:
+        raise ValueError(
+            f"{options.output_dir} holds {found} checkpoints, which the Keras backend "
+            f"{backend.name} does not resume ("
+            + ("TensorFlow's" if found == "tensorflow" else "JAX's or PyTorch's")
+            + " wrote them): resume it on that backend (KERAS_BACKEND), or train into a new "
+            "--output (--init-from the run to start from its weights).")
     strategy = backend.strategy(options.strategy)  # first: it sets what TensorFlow sees
     chief = backend.chief(strategy)
     keras.utils.set_random_seed(options.seed)

@@ -12,7 +12,6 @@ import keras
 import numpy as np
 import torch
 
-from keras_transformer.special_ids import PAD_ID
 from keras_transformer.training.loop import SUMS, TrainingLoop
 from keras_transformer.training.loss import token_statistics
 
@@ -27,19 +26,12 @@ class TorchTrainer(TrainingLoop):
         label_smoothing: eps_ls.
         accumulation_steps: micro-batches per update.
         pad_id: the label id that is padding (default: `model.config.pad_id`).
+
+    As on JAX, "mixed_float16" (loss scaling) is refused (`backends.check`).
     """
 
     def __init__(self, model, optimizer, label_smoothing=0.1, accumulation_steps=1, pad_id=None):
-        if accumulation_steps < 1:
-            raise ValueError(f"accumulation_steps must be >= 1; got {accumulation_steps}.")
-        self.model = model
-        self.label_smoothing = label_smoothing
-        self.accumulation_steps = accumulation_steps
-        self.pad_id = getattr(getattr(model, "config", None), "pad_id", PAD_ID) if pad_id is None \
-            else pad_id
-        if keras.config.dtype_policy().name == "mixed_float16" and not isinstance(
-                optimizer, keras.optimizers.LossScaleOptimizer):
-            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        self._set_recipe(model, label_smoothing, accumulation_steps, pad_id)
         optimizer.build(model.trainable_variables)
         self.optimizer = optimizer
 
@@ -67,9 +59,9 @@ class TorchTrainer(TrainingLoop):
         totals = dict.fromkeys(SUMS, 0.0)
         for inputs, labels in batches:
             stats = self._statistics(inputs, labels, training=True)
-            self.optimizer.scale_loss(stats["loss"] / tokens).backward()
+            (stats["loss"] / tokens).backward()
             for key in SUMS:
-                totals[key] += float(stats[key])
+                totals[key] += float(stats[key].detach())
         with torch.no_grad():
             self.optimizer.apply([variable.value.grad for variable in variables], variables)
         return totals

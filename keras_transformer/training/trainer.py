@@ -13,7 +13,6 @@ progress bar; this module holds TensorFlow's steps.
 import keras
 import tensorflow as tf
 
-from keras_transformer.models import PAD_ID
 from keras_transformer.training.checkpoints import current_step
 from keras_transformer.training.distribution import is_chief
 from keras_transformer.training.loop import SUMS, TrainingLoop
@@ -42,15 +41,8 @@ class Trainer(TrainingLoop):
 
     def __init__(self, model, optimizer, strategy, label_smoothing=0.1, accumulation_steps=1,
                  jit_compile=False, pad_id=None):
-        if accumulation_steps < 1:
-            raise ValueError(f"accumulation_steps must be >= 1; got {accumulation_steps}.")
-        self.model = model
+        self._set_recipe(model, label_smoothing, accumulation_steps, pad_id)
         self.strategy = strategy
-        self.label_smoothing = label_smoothing
-        self.accumulation_steps = accumulation_steps
-        if pad_id is None:
-            pad_id = getattr(getattr(model, "config", None), "pad_id", PAD_ID)
-        self.pad_id = pad_id
         with strategy.scope():
             if keras.config.dtype_policy().name == "mixed_float16" and not isinstance(
                 optimizer, keras.optimizers.LossScaleOptimizer
@@ -59,7 +51,7 @@ class Trainer(TrainingLoop):
             optimizer.build(model.trainable_variables)
         self.optimizer = optimizer
         statistics = lambda labels, logits: token_statistics(  # noqa: E731
-            labels, logits, label_smoothing, pad_id)
+            labels, logits, label_smoothing, self.pad_id)
         # The loss reads the (batch, length, vocabulary) logits several times;
         # XLA fuses those passes (a 20% faster base-model step on CPU, see
         # benchmarks/train_throughput.py) while the matmuls stay on the
