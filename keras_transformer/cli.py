@@ -183,6 +183,19 @@ def add_precision_argument(parser, help="decode in this precision (default: the 
     parser.add_argument("--precision", choices=PRECISIONS, help=help)
 
 
+def add_search_arguments(parser, beam_help="beam width; 1 is greedy search"):
+    """`--beam-size`, `--alpha`, `--decode-margin` of the commands that
+    translate (None: the model's own, as `runtimes.Decoding` resolves it)."""
+    parser.add_argument("--beam-size", type=positive_int,
+                        help=f"{beam_help} (default: the model's, 4)")
+    parser.add_argument("--alpha", type=non_negative_float,
+                        help="length penalty (default: the model's, 0.6 unless its run "
+                             "chose another)")
+    parser.add_argument("--decode-margin", type=non_negative_int,
+                        help="translations end within the input's length + this many tokens "
+                             "(default: the model's, 50)")
+
+
 def add_sampling_arguments(parser):
     """`--sampling-topk`, `--sampling-temperature`, `--seed` of the commands
     that translate (see `decoding.Sampling`); `check_sampling` checks them."""

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Runs the test suite from nothing: creates .venv, installs keras-transformer
 # with its test dependencies into it, then runs pytest: the main suite on
-# TensorFlow, and beside it tests/backends (the layers and the model) once per Keras
+# TensorFlow, then tests/backends (the layers and the model) once per Keras
 # backend, each in its own process with KERAS_BACKEND set. Extra arguments
 # are passed to every pytest run (`-k attention`); BACKENDS="jax" (or "",
 # for the main run alone, e.g. with a test file as argument) chooses the
 # backend runs. The main run spreads the test files over TEST_WORKERS
 # processes (pytest-xdist; default 2, the cores CI has; 0 runs in this
-# process); the backend runs go beside it, one process each at the lowest
-# CPU priority (their tests are small: each run's time is mostly its own
-# start-up). Needs only Python 3.11 and pip.
+# process); the backend runs go side by side, one process each (their tests
+# are small: each run's time is mostly its own start-up). Needs only
+# Python 3.11 and pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -28,21 +28,6 @@ check() {
     fi
 }
 
-# The backend runs start first, each into its own log (printed at the end),
-# at the lowest CPU priority (nice 19): they take the cores only while the
-# main run leaves them idle (it uses about 1.7 of 2 on average: one file at
-# a time per worker, processes it waits for), instead of adding their
-# minutes after it.
-logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
-backends=(${BACKENDS-jax torch tensorflow})
-pids=()
-for backend in "${backends[@]}"; do
-    env KERAS_BACKEND="$backend" nice -n 19 .venv/bin/python -m pytest --numprocesses 0 \
-        tests/backends "$@" > "$logs/$backend" 2>&1 &
-    pids+=($!)
-done
-
 # A test file's tests stay in one worker, so its module fixtures are built
 # once. --durations: where the suite's time goes, at the end of the log.
 status=0
@@ -50,6 +35,16 @@ env KERAS_BACKEND=tensorflow .venv/bin/python -m pytest \
     --numprocesses "${TEST_WORKERS-2}" --dist loadfile --durations=25 "$@" || status=$?
 check $status
 
+# The backend runs side by side, each into its own log, printed in turn.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+backends=(${BACKENDS-jax torch tensorflow})
+pids=()
+for backend in "${backends[@]}"; do
+    env KERAS_BACKEND="$backend" .venv/bin/python -m pytest --numprocesses 0 tests/backends \
+        "$@" > "$logs/$backend" 2>&1 &
+    pids+=($!)
+done
 for i in "${!backends[@]}"; do
     status=0
     wait "${pids[$i]}" || status=$?

@@ -56,13 +56,8 @@ def parser():
                                              "what its folder says)")
     p.add_argument("--target-language", help="the model's target language code")
     decoding = p.add_argument_group("decoding")
-    decoding.add_argument("--beam-size", type=cli.positive_int,
-                          help="default: the model's (4); alternatives up to the beam size "
-                               "less one")
-    decoding.add_argument("--alpha", type=cli.non_negative_float,
-                          help="length penalty (default: the model's, 0.6)")
-    decoding.add_argument("--decode-margin", type=cli.non_negative_int,
-                          help="default: the model's (50)")
+    cli.add_search_arguments(decoding, "beam width; a request's alternatives go up to it less "
+                                       "one")
     decoding.add_argument("--threads", type=cli.positive_int,
                           help="CPU threads of a CTranslate2 or ONNX model")
     limits = p.add_argument_group("batching and limits")

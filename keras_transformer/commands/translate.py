@@ -64,14 +64,7 @@ def main():
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     parser.add_argument("--model-file", help="the weights in the run folder (default: "
                                                 "averaged.keras, else model.keras)")
-    parser.add_argument("--beam-size", type=cli.positive_int,
-                        help="beam width; 1 is greedy search (default: the model's, 4)")
-    parser.add_argument("--alpha", type=cli.non_negative_float,
-                        help="length penalty (default: the model's, 0.6 unless its run "
-                             "chose another)")
-    parser.add_argument("--decode-margin", type=cli.non_negative_int,
-                        help="translations end within the input's length + this many tokens "
-                             "(default: the model's, 50)")
+    cli.add_search_arguments(parser)
     parser.add_argument("--n-best", type=cli.positive_int,
                         help="print the n best, TAB-separated with scores (default: the best "
                              "only, without scores)")

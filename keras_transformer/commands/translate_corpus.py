@@ -48,11 +48,7 @@ def parser():
     p.add_argument("--runtime", choices=RUNTIMES,
                    help="default: keras for a run folder; an export's saved_model, else "
                         "ctranslate2, else onnx")
-    p.add_argument("--beam-size", type=cli.positive_int,
-                   help="default: the model's (4); 1 is greedy")
-    p.add_argument("--alpha", type=cli.non_negative_float,
-                   help="length penalty (default: the model's, 0.6)")
-    p.add_argument("--decode-margin", type=cli.non_negative_int, help="default: the model's (50)")
+    cli.add_search_arguments(p)
     p.add_argument("--batch-size", type=cli.positive_int,
                    help="most sentences in a search (default: no limit but --batch-tokens)")
     p.add_argument("--batch-tokens", type=cli.positive_int,
