@@ -18,8 +18,8 @@ it holds its share of the work in hand or its first sentence has waited
 with Retry-After. It listens on 127.0.0.1 unless told otherwise (--host);
 --api-keys FILE (one key a line) makes every translation request carry one.
 SIGTERM or Ctrl-C: it stops accepting connections, answers the requests in
-flight and exits, with status 0 after SIGTERM (130 after Ctrl-C). Needs the serve extra: pip install
-"keras-transformer[serve]".
+flight and exits, with status 0 after SIGTERM (130 after Ctrl-C). Needs
+the serve extra: pip install "keras-transformer[serve]".
 """
 
 import argparse

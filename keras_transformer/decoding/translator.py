@@ -351,7 +351,8 @@ class Translator:
             # A sampling seed a batch, from the index of its first sentence
             # in the stream: the same input draws the same translations.
             batch_seed = seed * 1_000_003 + start + int(rows[0]) if self.sampling else 0
-            return rows, self._translate(source, lengths[rows] == 0, tf.constant(batch_seed, tf.int64),
+            return rows, self._translate(source, lengths[rows] == 0,
+                                         tf.constant(batch_seed, tf.int64),
                                          tf.constant(self.alpha, tf.float32))
 
         batches = length_batches(lengths + 1, self.batch_tokens, self.batch_size)
