@@ -232,6 +232,7 @@ def run_training(options):
 
 def _train(options):
     backend = backends.current()
+    strategy = backend.strategy(options.strategy)  # first: it sets what TensorFlow sees
     found = checkpoint_format(os.path.join(options.output_dir, "checkpoints"))
     if found and found != backend.checkpoint_format:
         raise ValueError(
@@ -240,7 +241,6 @@ def _train(options):
             + ("TensorFlow's" if found == "tensorflow" else "JAX's or PyTorch's")
             + " wrote them): resume it on that backend (KERAS_BACKEND), or train into a new "
             "--output (--init-from the run to start from its weights).")
-    strategy = backend.strategy(options.strategy)  # first: it sets what TensorFlow sees
     chief = backend.chief(strategy)
     keras.utils.set_random_seed(options.seed)
     config = resolve_config(options)
