@@ -27,7 +27,6 @@ import time
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 HISTORY_FILE = "saved.jsonl"
 SAFETENSORS_SUFFIX = ".safetensors"
@@ -106,6 +105,8 @@ class CheckpointCallback(_Saving):
 
     def __init__(self, directory, model, optimizer, strategy, keep=5, every_steps=None,
                  every_minutes=None):
+        import tensorflow as tf
+
         from keras_transformer.training.distribution import is_chief
 
         super().__init__(directory, keep, every_steps, every_minutes, is_chief(strategy))
@@ -255,6 +256,8 @@ def _safetensors_paths(directory):
 
 def checkpoint_paths(directory):
     """The kept checkpoints of a run, oldest first (either format)."""
+    import tensorflow as tf
+
     directory = os.fspath(directory)
     state = tf.train.get_checkpoint_state(directory)
     if state is not None:
@@ -271,6 +274,8 @@ def checkpoint_paths(directory):
 def checkpoint_format(directory):
     """"tensorflow" or "safetensors", the format of the checkpoints kept in
     `directory`, or None where there are none."""
+    import tensorflow as tf
+
     directory = os.fspath(directory)
     if tf.train.get_checkpoint_state(directory) is not None:
         return "tensorflow"
@@ -286,6 +291,8 @@ def latest_step(directory):
     paths = _safetensors_paths(directory)
     if paths:
         return int(_SAFETENSORS_NAME.search(paths[-1]).group(1))
+    import tensorflow as tf
+
     latest = tf.train.latest_checkpoint(directory)
     if latest is None:
         return 0
@@ -313,6 +320,8 @@ def average_checkpoints(model, paths):
         ValueError: no paths, or a checkpoint that does not fit the model
             (the model's weights are then left unchanged).
     """
+    import tensorflow as tf
+
     if not paths:
         raise ValueError("No checkpoints to average.")
     original = model.get_weights()
@@ -341,5 +350,7 @@ def _checkpoint_weights(model, path, original):
     if keras.backend.backend() != "tensorflow":
         raise ValueError("TensorFlow checkpoints are read on the TensorFlow backend; run this "
                          "with KERAS_BACKEND=tensorflow")
+    import tensorflow as tf
+
     tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
     return model.get_weights()

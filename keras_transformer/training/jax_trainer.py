@@ -168,6 +168,14 @@ class JaxTrainer(TrainingLoop):
         stats = token_statistics(labels, logits, self.label_smoothing, self.pad_id)
         return jnp.stack([stats[key] for key in SUMS])
 
+    def lowered_update(self, inputs, labels):
+        """The update of a batch of this shape, lowered for XLA (`.compile()`
+        it for XLA's `cost_analysis` and `memory_analysis`, as
+        `benchmarks/train_throughput.py --analyze` does); runs nothing."""
+        tokens = np.float32(max(1, np.count_nonzero(labels != self.pad_id)))
+        return self._update.lower(self._current_state(), inputs, labels, tokens,
+                                  [v.value for v in self._schedule_variables])
+
     # ------------------------------------------------------------- the data
 
     def _put(self, array):

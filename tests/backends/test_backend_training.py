@@ -48,6 +48,76 @@ def test_label_smoothed_loss_matches_its_formula(pad_id):
     assert float(numpy(statistics["tokens"])) == tokens
 
 
+def _value_and_gradient(function, logits):
+    """`function(logits)` (a scalar) and its gradient, with this backend's
+    own automatic differentiation."""
+    if BACKEND == "jax":
+        import jax
+
+        value, gradient = jax.value_and_grad(function)(logits)
+    elif BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        logits = tf.constant(logits)
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            value = function(logits)
+        gradient = tape.gradient(value, logits)
+    else:
+        import torch
+
+        logits = torch.tensor(logits, requires_grad=True)
+        value = function(logits)
+        value.backward()
+        gradient = logits.grad
+    return float(numpy(value)), numpy(gradient)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_one_pass_statistics_and_gradients_match_numpy(dtype):
+    """The loss's statistics and its hand-written gradient (p - q for the
+    smoothed loss, p - onehot for the NLL, in the logits' dtype) against
+    NumPy in float64, as the loss of the previous release computed them
+    (log-softmax, argmax): same values, same gradients, same accuracy."""
+    rng = np.random.default_rng(1)
+    eps, pad_id, vocab = 0.1, 0, 37
+    logits = (rng.normal(size=(4, 6, vocab)) * 4).astype("float32")
+    labels = rng.integers(1, vocab, size=(4, 6)).astype("int32")
+    labels[1, 2:] = labels[3, 4:] = pad_id
+    predicted = logits.argmax(-1)
+    labels[0, :3] = predicted[0, :3]  # some hits
+    logits = keras.ops.convert_to_numpy(keras.ops.cast(logits, dtype)) if dtype != "float32" \
+        else logits
+    exact = np.asarray(logits, "float64")
+    real = labels != pad_id
+    log_probs = exact - np.log(np.exp(exact).sum(-1, keepdims=True))
+    q = np.full(exact.shape, eps / vocab)
+    np.put_along_axis(q, labels[..., None], 1 - eps + eps / vocab, axis=-1)
+    onehot = np.zeros(exact.shape)
+    np.put_along_axis(onehot, labels[..., None], 1.0, axis=-1)
+    smoothed, nll = -(q * log_probs).sum(-1), -(onehot * log_probs).sum(-1)
+    probs = np.exp(log_probs)
+    # d/dz of sum(smoothed) / tokens + 0.5 sum(nll), over the real tokens:
+    expected_gradient = real[..., None] * ((probs - q) / real.sum() + 0.5 * (probs - onehot))
+
+    def objective(z):
+        statistics = token_statistics(labels, z, eps, pad_id=pad_id)
+        return statistics["loss"] / statistics["tokens"] + 0.5 * statistics["nll"]
+
+    value, gradient = _value_and_gradient(objective, keras.ops.convert_to_tensor(logits))
+    expected = (smoothed * real).sum() / real.sum() + 0.5 * (nll * real).sum()
+    assert value == pytest.approx(expected, rel=1e-5)
+    assert str(gradient.dtype) == dtype  # no float32 copy of the logits' gradient
+    # bfloat16 keeps 8 significant bits: a rounding of the result, 2^-9 relative.
+    rtol, atol = (1e-5, 1e-7) if dtype == "float32" else (2**-8, 1e-4)
+    np.testing.assert_allclose(np.asarray(gradient, "float64"), expected_gradient, rtol=rtol,
+                               atol=atol * np.abs(expected_gradient).max())
+    statistics = token_statistics(labels, keras.ops.convert_to_tensor(logits), eps, pad_id)
+    hits = (exact.argmax(-1) == labels) & real
+    assert float(numpy(statistics["correct"])) == hits.sum() >= 3
+    assert float(numpy(statistics["nll"])) == pytest.approx((nll * real).sum(), rel=1e-5)
+
+
 def test_schedule_matches_the_formula():
     schedule = TransformerSchedule(d_model=512, warmup_steps=4000)
     for step in (1, 3999, 4000, 4001, 100_000):  # the optimizer counts from 0
