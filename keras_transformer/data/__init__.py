@@ -3,7 +3,8 @@
 - `corpus(name)`: TFDS translation datasets, the Ding dictionary, local files.
 - `train_tokenizer`, `Tokenizer`: the shared SentencePiece vocabulary;
   `load_tokenizer`: a run folder's tokenizer, ours or an imported model's.
-- `encode_pairs`, `length_report`, `token_batches`: ids, length filtering
+- `encode_pairs` (`encode_blocks`: a block of pairs at a time), `length_report`,
+  `token_batches` (`block_token_batches`): ids, length filtering
   (counted, never silent) and token-budget batching by length buckets
   (`shape_boundaries`: the few fixed shapes of batches for XLA).
 - `is_full_sentence`, `repeat_full_sentences`: whole sentences among a
@@ -17,6 +18,7 @@ from keras_transformer.data.batching import (
     batch_count,
     block_token_batches,
     bucket_boundaries,
+    encode_blocks,
     encode_pairs,
     fits,
     length_filter,
@@ -62,6 +64,7 @@ __all__ = [
     "block_token_batches",
     "bucket_boundaries",
     "corpus",
+    "encode_blocks",
     "encode_pairs",
     "clean_texts",
     "fits",
