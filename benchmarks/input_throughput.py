@@ -90,18 +90,21 @@ def pipelines(corpus, tokenizer, cached, prepared_dir, config, fixed_shapes):
     }
 
 
-def measure(batches, warmup, count):
-    """`(real target tokens a second, real / padded target tokens)` of
-    `count` batches after `warmup`."""
-    iterator = iter(batches.prefetch(2))
+def measure(batches, warmup, count, seconds=2.0):
+    """`(real target tokens a second, real / padded target tokens)` of at
+    least `count` batches after `warmup`, and at least `seconds` of them
+    (the pipelines prefetch: a fast one's first batches are ready before
+    they are asked for)."""
+    iterator = iter(batches)
     for _ in range(warmup):
         next(iterator)
-    start, real, padded = time.perf_counter(), 0, 0
-    for _ in range(count):
+    start, real, padded, read = time.perf_counter(), 0, 0, 0
+    while read < count or time.perf_counter() - start < seconds:
         _, labels = next(iterator)
         labels = labels.numpy()
         real += int(np.count_nonzero(labels))
         padded += labels.size
+        read += 1
     return real / (time.perf_counter() - start), real / padded
 
 
@@ -120,8 +123,8 @@ def main():
 
     tokenizer_dir, _ = ding_work_folder(args.work)
     tokenizer = data.load_tokenizer(tokenizer_dir)
-    corpora = {"Ding": data.corpus("ding"),
-               "WMT-length": data.corpus(wmt_length_folder(args.work))}
+    corpora = {"WMT-length": data.corpus(wmt_length_folder(args.work)),
+               "Ding": data.corpus("ding")}
     rows = []
     for corpus_name, corpus in corpora.items():
         prepared_dir = os.path.join(args.work, f"prepared-base-{corpus_name}")
@@ -137,6 +140,8 @@ def main():
             for turn in range(args.repeats):
                 for name, make in contenders.items():
                     figures[name].append(measure(make(turn), args.warmup, args.batches))
+                    print(f"  {corpus_name}, turn {turn + 1}, {name}: "
+                          f"{figures[name][-1][0]:,.0f} target tokens/s", flush=True)
             for name, values in figures.items():
                 rate, real = (float(np.median(column)) for column in zip(*values))
                 rows.append((corpus_name, "fixed (XLA)" if fixed_shapes else "longest pair",
