@@ -35,6 +35,7 @@ from keras_transformer import cli  # noqa: E402
 cli.use_tensorflow_backend()
 
 from keras_transformer import runtimes  # noqa: E402
+from keras_transformer.languages import languages  # noqa: E402
 
 
 INTERRUPTED = "the server stopped after answering the requests in flight"
@@ -116,7 +117,7 @@ def main():
     runtimes.check_runtime(args.model, runtime_name, decoding)
     pair = (args.source_language, args.target_language)
     if not all(pair):
-        known = runtimes.languages(args.model) or (None, None)
+        known = languages(args.model) or (None, None)
         pair = tuple(given or found for given, found in zip(pair, known))
     if not all(pair):
         raise ValueError(f"{args.model} does not say which languages it translates; give "
