@@ -24,13 +24,10 @@ the serve extra: pip install "keras-transformer[serve]".
 
 import argparse
 import ipaddress
-import os
 import signal
 import socket
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli  # noqa: E402
+from keras_transformer import cli
 
 cli.use_tensorflow_backend()
 
@@ -75,6 +72,7 @@ def parser():
     limits.add_argument("--max-request-bytes", type=cli.positive_int, default=262144,
                         help="the largest request body; beyond, 413")
     p.add_argument("--access-log", action="store_true", help="log every request")
+    cli.add_verbose_argument(p)
     return p
 
 

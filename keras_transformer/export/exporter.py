@@ -65,10 +65,10 @@ from keras_transformer.export import (
     saved_model,
 )
 from keras_transformer.export.ctranslate2_translator import (
-    QUANTIZATIONS,
     CTranslate2Translator,
     require_ctranslate2,
 )
+from keras_transformer.export.formats import DEFAULT_FORMATS, FORMATS, QUANTIZATIONS
 from keras_transformer.export.onnx_runner import CONFIG_FILE, OnnxSearch
 from keras_transformer.models import (
     DECODING_PRECISIONS,
@@ -78,9 +78,6 @@ from keras_transformer.models import (
 )
 from keras_transformer.textfiles import TruncationWarning, check_output, replace_folder
 
-FORMATS = ("keras", "saved_model", "onnx", "ctranslate2")
-DEFAULT_FORMATS = ("keras", "saved_model", "onnx")
-"""What `export_run` writes unless told: CTranslate2 is an optional dependency."""
 TRANSLATE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "translate_onnx.py")
 # The last starts with a language code: one id for a multilingual OPUS-MT
 # model's tokenizer (unk if its vocabulary lacks it), plain text for others.
