@@ -102,16 +102,16 @@ def run(main, interrupted=INTERRUPTED, name=None):
     `PROGRAM: interrupted; <interrupted>` and status 130. Python warnings
     print as `PROGRAM: warning: MESSAGE`. PROGRAM is `name` when given (a
     subcommand of the installed command), else the script's file name.
-    TensorFlow's start-up chatter is held back (`startup_chatter`; the
-    commands' `--verbose` shows it).
+    TensorFlow starts quietly (`startup`; the commands' `--verbose` shows
+    its start-up lines).
     """
     global _program
-    from keras_transformer import startup_chatter
+    from keras_transformer import startup
 
     warnings.showwarning = _show_warning
     _program = name
     try:
-        with startup_chatter.held_back():
+        with startup.tensorflow_start():
             main()
     except KeyboardInterrupt:
         print(f"\n{program()}: interrupted; {interrupted}", file=sys.stderr, flush=True)
@@ -135,15 +135,15 @@ class _Verbose(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from keras_transformer import startup_chatter
+        from keras_transformer import startup
 
-        startup_chatter.show()
+        startup.verbose()
         setattr(namespace, self.dest, True)
 
 
 def add_verbose_argument(parser):
     """`--verbose` of every command: TensorFlow's start-up and C++ log lines
-    as it writes them (see `startup_chatter`)."""
+    as it writes them (see `startup`)."""
     parser.add_argument("--verbose", action=_Verbose,
                         help="show TensorFlow's start-up and C++ log lines, which are held back "
                              "(so does TF_CPP_MIN_LOG_LEVEL set in the environment)")

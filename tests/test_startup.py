@@ -1,8 +1,9 @@
-"""TensorFlow's start-up chatter is held back from the commands' standard
-error (`keras_transformer.startup_chatter`): the installed command prints
-only its own lines; what is not chatter (Python warnings, other errors)
-still goes through; `--verbose` and the user's own TF_CPP_MIN_LOG_LEVEL
-let everything through."""
+"""The commands start TensorFlow quietly and without the optional modules
+it would load for nothing (`keras_transformer.startup`): the installed
+command prints only its own lines; what is not chatter (Python warnings,
+other errors) still goes through; `--verbose` and the user's own
+TF_CPP_MIN_LOG_LEVEL let everything through; the held-back modules are
+missing only while TensorFlow is imported."""
 
 import argparse
 import os
@@ -12,7 +13,7 @@ import sys
 import pytest
 
 from helpers import processes
-from keras_transformer import cli, startup_chatter
+from keras_transformer import cli, startup
 
 # What TensorFlow 2.21 wrote at start-up on this project's machines (a
 # 2-core EPYC; an Intel Xeon with AMX, whose oneDNN note this is), and
@@ -46,44 +47,60 @@ NOT_CHATTER = [
     "F0000 00:00:1795713616.351036    6275 check.cc:12] Check failed: rank >= 0",
 ]
 # Writes the chatter and an error to descriptor 2 as TensorFlow's C++ code
-# does, and a warning to sys.stderr as Python does.
+# does, and a warning to sys.stderr as Python does; imports an optional
+# module where it can, as TensorFlow imports JAX.
 CHATTY_MODULE = '''
 import os, sys
 os.write(2, """{chatter}\\n""".encode())
 print("{warning}", file=sys.stderr)
 os.write(2, b"{error}\\n")
+try:
+    import {optional}
+    OPTIONAL = True
+except ImportError:
+    OPTIONAL = False
 '''
 
 
 def test_the_start_up_chatter_is_told_from_the_lines_that_matter():
-    assert [line for line in CHATTER if not startup_chatter.is_chatter(line)] == []
-    assert [line for line in NOT_CHATTER if startup_chatter.is_chatter(line)] == []
+    assert [line for line in CHATTER if not startup.is_chatter(line)] == []
+    assert [line for line in NOT_CHATTER if startup.is_chatter(line)] == []
 
 
 @pytest.fixture
 def chatty_module(tmp_path, monkeypatch):
-    """The name of a module that writes the chatter, a Python warning and
-    an error to standard error when imported, as TensorFlow may; with
-    TF_CPP_MIN_LOG_LEVEL unset, as a user's environment has it."""
+    """The names of a module that writes the chatter, a Python warning and
+    an error to standard error when imported, as TensorFlow may, and of the
+    optional module it imports where it can; with TF_CPP_MIN_LOG_LEVEL
+    unset, as a user's environment has it."""
     name = f"chatty_{os.path.basename(tmp_path)}".replace("-", "_")
+    optional = f"optional_{name}"
+    (tmp_path / f"{optional}.py").write_text("")
     (tmp_path / f"{name}.py").write_text(CHATTY_MODULE.format(
-        chatter="\n".join(CHATTER), warning=NOT_CHATTER[1], error=NOT_CHATTER[3]))
+        chatter="\n".join(CHATTER), warning=NOT_CHATTER[1], error=NOT_CHATTER[3],
+        optional=optional))
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delenv(startup_chatter.LEVEL_VARIABLE, raising=False)
-    yield name
-    sys.modules.pop(name, None)
+    monkeypatch.delenv(startup.LEVEL_VARIABLE, raising=False)
+    yield name, optional
+    for module in (name, optional):
+        sys.modules.pop(module, None)
 
 
-def _import(name, capfd, verbose=False):
-    """Imports `name` inside `held_back`; its standard error lines, and
-    TF_CPP_MIN_LOG_LEVEL inside the block."""
-    with startup_chatter.held_back(name):
+def _import(names, capfd, verbose=False):
+    """Imports the chatty module inside `tensorflow_start`; its standard
+    error lines, and TF_CPP_MIN_LOG_LEVEL inside the block."""
+    name, optional = names
+    with startup.tensorflow_start(name, held_back=(optional,)):
         if verbose:
             parser = argparse.ArgumentParser()
             cli.add_verbose_argument(parser)
             assert parser.parse_args(["--verbose"]).verbose
-        level = os.environ.get(startup_chatter.LEVEL_VARIABLE)
+        level = os.environ.get(startup.LEVEL_VARIABLE)
         __import__(name)
+    # The optional module was held back while the chatty one was imported,
+    # and no longer is.
+    assert sys.modules[name].OPTIONAL is False
+    __import__(optional)
     return capfd.readouterr().err.splitlines(), level
 
 
@@ -92,15 +109,15 @@ def test_an_import_writes_all_but_the_chatter(chatty_module, capfd):
     assert level == "2"
     assert lines == [NOT_CHATTER[1], NOT_CHATTER[3]]
     # The block leaves no trace: the finder is gone, the level unset.
-    assert not any(isinstance(finder, startup_chatter._QuietImport) for finder in sys.meta_path)
-    assert startup_chatter.LEVEL_VARIABLE not in os.environ
+    assert not any(isinstance(finder, startup._StartingImport) for finder in sys.meta_path)
+    assert startup.LEVEL_VARIABLE not in os.environ
 
 
 @pytest.mark.parametrize("how", ["--verbose", "TF_CPP_MIN_LOG_LEVEL=0"])
 def test_verbose_or_the_user_s_own_level_lets_everything_through(chatty_module, capfd,
                                                                   monkeypatch, how):
     if how.startswith("TF_CPP"):
-        monkeypatch.setenv(startup_chatter.LEVEL_VARIABLE, "0")
+        monkeypatch.setenv(startup.LEVEL_VARIABLE, "0")
     lines, level = _import(chatty_module, capfd, verbose=how == "--verbose")
     assert level == (None if how == "--verbose" else "0")
     assert lines == CHATTER + [NOT_CHATTER[1], NOT_CHATTER[3]]
@@ -116,7 +133,7 @@ def test_the_installed_command_prints_only_its_own_lines(small_run, tmp_path):
     source = tmp_path / "five.de"
     source.write_text("das Haus ist groß.\nder Baum\n" + "Haus Baum groß " * 20 + "\n")
     environment = processes.environment()
-    del environment[startup_chatter.LEVEL_VARIABLE]
+    del environment[startup.LEVEL_VARIABLE]
     done = subprocess.run([command, "translate", str(small_run), "--input", str(source)],
                           capture_output=True, text=True, env=environment, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
