@@ -272,15 +272,16 @@ def cold_start(run_dir, lines, args):
             print(f"{who} / CTranslate2's script, {what}: "
                   f"{times[f'{who}: {what}'] / times[f'CTranslate2 script: {what}']:.2f}x")
     for who, marks in phases.items():
-        print(f"{who}, where the time to the first translation goes (one process):")
-        for name, value in marks:
-            print(f"  {name:46s} {value:5.2f} s")
+        print(f"{who}, where the time to the first translation goes (one process; its CPU "
+              "time beside):")
+        for name, value, cpu in marks:
+            print(f"  {name:46s} {value:5.2f} s {cpu:5.2f} s")
     return times
 
 
 PHASES = """
 import sys, time
-marks = [("Python's start", time.time())]
+marks = [("Python's start", time.time(), time.process_time())]
 try:
     from keras_transformer.startup import tensorflow_start
 except ImportError:  # a checkout from before it
@@ -289,35 +290,37 @@ from keras_transformer import cli
 cli.use_tensorflow_backend()
 with tensorflow_start():
     import tensorflow
-    marks.append(("TensorFlow's import", time.time()))
+    marks.append(("TensorFlow's import", time.time(), time.process_time()))
     from keras_transformer.batch_defaults import share_cores
     share_cores()
     from keras_transformer.decoding import Translator
-    marks.append(("our modules' imports", time.time()))
+    marks.append(("our modules' imports", time.time(), time.process_time()))
     translator = Translator.from_directory(sys.argv[1], beam_size=4)
-    marks.append(("loading the model and tokenizer", time.time()))
+    marks.append(("loading the model and tokenizer", time.time(), time.process_time()))
     lines = open(sys.argv[2], encoding="utf-8").read().splitlines()
     translator.translate(lines[:1])
-    marks.append(("the first sentence (tracing, then the search)", time.time()))
+    marks.append(("the first sentence (tracing, then the search)", time.time(),
+                  time.process_time()))
     translator.translate(lines[1:])
-    marks.append(("the next four", time.time()))
-for name, at in marks:
-    print(name, at, sep="\t")
+    marks.append(("the next four", time.time(), time.process_time()))
+for name, at, cpu in marks:
+    print(name, at, cpu, sep="\t")
 """
 
 
 def _phases(checkout, run_dir, five):
-    """`(phase, seconds)` of a process translating `five` as the translate
-    command does, from the process's start (here, before it is started)."""
+    """`(phase, seconds, CPU seconds)` of a process translating `five` as
+    the translate command does, from the process's start (here, before it
+    is started; CPU seconds, of all its threads, from its first line)."""
     started = time.time()
     done = subprocess.run([sys.executable, "-c", PHASES, run_dir, five], check=True,
                           capture_output=True, text=True, env=_checkout_environment(checkout))
-    marks, last = [], started
+    marks, last, last_cpu = [], started, 0.0
     for line in done.stdout.splitlines():
-        name, at = line.rsplit("\t", 1)
-        marks.append((name, float(at) - last))
-        last = float(at)
-    return marks + [("in all", last - started)]
+        name, at, cpu = line.split("\t")
+        marks.append((name, float(at) - last, float(cpu) - last_cpu))
+        last, last_cpu = float(at), float(cpu)
+    return marks + [("in all", last - started, last_cpu)]
 
 
 def main():
