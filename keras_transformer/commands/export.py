@@ -23,19 +23,15 @@ is loaded).
 
 import argparse
 import json
-import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli, textfiles  # noqa: E402
+from keras_transformer import cli, textfiles
 
 cli.use_tensorflow_backend()
 
-from keras_transformer.export import (  # noqa: E402
+from keras_transformer.export.formats import (  # noqa: E402
     DEFAULT_FORMATS,
     FORMATS,
     QUANTIZATIONS,
-    export_run,
 )
 
 
@@ -54,8 +50,11 @@ def main():
     cli.add_precision_argument(parser, help="the precision the SavedModels decode in (default: "
                                             "float32; bfloat16 is faster on CPUs with AVX-512 "
                                             "BF16 or AMX, float16 is for GPUs)")
+    cli.add_verbose_argument(parser)
     args = parser.parse_args()
     textfiles.check_output(args.output, args.overwrite, folder=True)
+    from keras_transformer.export import export_run
+
     report = export_run(args.run_dir, args.output, formats=args.formats,
                         model_file=args.model_file, checkpoint=args.checkpoint,
                         overwrite=args.overwrite, quantization=args.quantization,

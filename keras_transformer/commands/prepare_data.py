@@ -20,9 +20,7 @@ otherwise. A local --output appears whole, only when the job succeeds.
 import argparse
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli  # noqa: E402
+from keras_transformer import cli
 
 cli.use_tensorflow_backend()
 
@@ -52,6 +50,7 @@ def parser():
                    help="pieces the corpus is read in, in parallel (default: --shards)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     p.add_argument("--seed", type=int, default=1234, help="for --vocab-size")
+    cli.add_verbose_argument(p)
     return p
 
 
@@ -85,7 +84,8 @@ def main(argv=None):
         tokenizer = data.train_corpus_tokenizer(
             corpus, os.path.join(tempfile.mkdtemp(), data.tokenizer.MODEL_FILE), args.vocab_size,
             seed=args.seed)
-    settings = {key: value for key, value in vars(args).items() if key != "overwrite"}
+    settings = {key: value for key, value in vars(args).items()
+                if key not in ("overwrite", "verbose")}
     info = prepare_data(corpus, tokenizer, args.output, args.shards, max_length, beam_args,
                         parts=args.parts, overwrite=args.overwrite,
                         settings=settings | {"beam_options": beam_args})

@@ -23,11 +23,8 @@ shows on standard error when it is a terminal.
 
 import argparse
 import itertools
-import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli, textfiles  # noqa: E402
+from keras_transformer import cli, textfiles
 
 cli.use_tensorflow_backend()
 
@@ -80,6 +77,7 @@ def main():
                         help="lines longer than the model accepts: cut them (with a warning "
                              "naming them) or stop before translating")
     cli.add_sampling_arguments(parser)
+    cli.add_verbose_argument(parser)
     args = parser.parse_args()
     cli.check_sampling(parser, args)
     if args.sampling_topk is not None and args.n_best:

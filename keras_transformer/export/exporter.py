@@ -20,7 +20,7 @@ Layout of an export folder:
                            dependency)
     export.json            what was exported and what the checks measured, and
                            the languages the run translates where its folder
-                           says (`runtimes.languages`: what serve lists)
+                           says (`languages.languages`: what serve lists)
 
 `quantization="int8"` stores the ONNX graphs' weights as int8 and runs
 their matmuls in int8 with activations quantized row by row
@@ -47,7 +47,7 @@ import onnx
 import onnxruntime
 import tensorflow as tf
 
-from keras_transformer import runtimes
+from keras_transformer.languages import languages
 from keras_transformer.data import load_tokenizer
 from keras_transformer.decoding import (
     Translator,
@@ -65,10 +65,10 @@ from keras_transformer.export import (
     saved_model,
 )
 from keras_transformer.export.ctranslate2_translator import (
-    QUANTIZATIONS,
     CTranslate2Translator,
     require_ctranslate2,
 )
+from keras_transformer.export.formats import DEFAULT_FORMATS, FORMATS, QUANTIZATIONS
 from keras_transformer.export.onnx_runner import CONFIG_FILE, OnnxSearch
 from keras_transformer.models import (
     DECODING_PRECISIONS,
@@ -78,9 +78,6 @@ from keras_transformer.models import (
 )
 from keras_transformer.textfiles import TruncationWarning, check_output, replace_folder
 
-FORMATS = ("keras", "saved_model", "onnx", "ctranslate2")
-DEFAULT_FORMATS = ("keras", "saved_model", "onnx")
-"""What `export_run` writes unless told: CTranslate2 is an optional dependency."""
 TRANSLATE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "translate_onnx.py")
 # The last starts with a language code: one id for a multilingual OPUS-MT
 # model's tokenizer (unk if its vocabulary lacks it), plain text for others.
@@ -179,7 +176,7 @@ def export_run(run_dir, output_dir, formats=DEFAULT_FORMATS, model_file=None, ch
         ctranslate2_model.check_exportable(model.config)
     with replace_folder(output_dir, prefix=".export-") as scratch:
         report = _write_and_check(model, tokenizer, scratch, formats, quantization, precision)
-        report["languages"] = runtimes.languages(run_dir)
+        report["languages"] = languages(run_dir)
         with open(os.path.join(scratch, "export.json"), "w") as file:
             json.dump(report, file, indent=2)
     return report
