@@ -13,6 +13,9 @@
 - `onnx_beam_search`, `onnx_text`: `translate.onnx`, one file with the
   tokenizer and onnxruntime's BeamSearch operator inside; `translate_onnx.py`
   runs it with only onnxruntime and onnxruntime-extensions.
+- `litert_model`: `translate.tflite` and `search_ids.tflite`, LiteRT files
+  with the beam search (and SentencePiece) inside; `translate_litert.py`
+  runs them with a LiteRT interpreter and tf-text's kernels.
 
 The exporter is imported on first use, so that the runners can be imported
 without loading TensorFlow.
@@ -20,10 +23,10 @@ without loading TensorFlow.
 
 import importlib
 
-from keras_transformer.export.ctranslate2_translator import QUANTIZATIONS, CTranslate2Translator
+from keras_transformer.export.ctranslate2_translator import CTranslate2Translator
 from keras_transformer.export.onnx_runner import OnnxSearch, OnnxTranslator
 
-_EXPORTER_NAMES = ("DEFAULT_FORMATS", "FORMATS", "export_run", "load_for_export")
+_EXPORTER_NAMES = ("DEFAULT_FORMATS", "FORMATS", "QUANTIZATIONS", "export_run", "load_for_export")
 
 __all__ = ["CTranslate2Translator", "DEFAULT_FORMATS", "FORMATS", "OnnxSearch", "OnnxTranslator",
            "QUANTIZATIONS", "export_run", "load_for_export"]
