@@ -30,6 +30,7 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer import cli  # noqa: E402
+from keras_transformer.sentencepiece_proto import TOKENIZER_TYPES  # noqa: E402
 from keras_transformer.models import PRESETS, TransformerConfig  # noqa: E402
 from keras_transformer.training import PRECISIONS, backends  # noqa: E402
 from keras_transformer.training.run import RunOptions, run_training  # noqa: E402
@@ -48,6 +49,10 @@ def parser():
     data.add_argument("--ding-path", default=RunOptions.ding_path)
     data.add_argument("--vocab-size", type=cli.positive_int, default=RunOptions.vocab_size,
                       help="SentencePiece vocabulary (the paper: about 37000 for EN-DE)")
+    data.add_argument("--tokenizer-type", choices=TOKENIZER_TYPES,
+                      default=RunOptions.tokenizer_type,
+                      help="SentencePiece algorithm: bpe (the paper's), or unigram, which an "
+                           "export's LiteRT file can tokenize inside (docs/on-device.md)")
     data.add_argument("--sentence-repeats", type=cli.positive_int,
                       default=RunOptions.sentence_repeats,
                       help="read each pair whose source is a whole sentence (4+ words ending "
@@ -95,7 +100,8 @@ def options_from(args):
         output_dir=args.output, init_from=args.init_from, dataset=args.dataset, source_language=args.source_language,
         target_language=args.target_language, data_dir=args.data_dir, ding_path=args.ding_path,
         preset=args.preset, overrides=TransformerConfig.parse_overrides(args.overrides),
-        vocab_size=args.vocab_size, strategy=args.strategy, precision=args.precision,
+        vocab_size=args.vocab_size, tokenizer_type=args.tokenizer_type, strategy=args.strategy,
+        precision=args.precision,
         xla=args.xla, steps=args.steps, time_budget_minutes=args.time_budget_minutes,
         batch_tokens=args.batch_tokens, accumulation_steps=args.accumulate,
         checkpoint_every_steps=args.checkpoint_every_steps,
@@ -109,9 +115,10 @@ def options_from(args):
 def parse(argv=None):
     p = parser()
     args = p.parse_args(argv)
-    if args.init_from and (args.preset != RunOptions.preset or args.vocab_size != RunOptions.vocab_size):
-        p.error("--init-from takes the model and tokenizer of that run; drop --preset and "
-                "--vocab-size (change fields with --set FIELD=VALUE).")
+    if args.init_from and (args.preset != RunOptions.preset or args.vocab_size != RunOptions.vocab_size
+                           or args.tokenizer_type != RunOptions.tokenizer_type):
+        p.error("--init-from takes the model and tokenizer of that run; drop --preset, "
+                "--vocab-size and --tokenizer-type (change fields with --set FIELD=VALUE).")
     if args.checkpoint_every_steps == 0 and not args.checkpoint_every_minutes:
         p.error("--checkpoint-every-steps 0 needs --checkpoint-every-minutes (a run must "
                 "save checkpoints to be resumed and averaged).")

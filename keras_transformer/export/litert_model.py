@@ -54,6 +54,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_transformer import sentencepiece_proto
 from keras_transformer.data import Tokenizer
 from keras_transformer.decoding.translator import search
 from keras_transformer.pretrained.marian_tokenizer import MarianTokenizer
@@ -82,21 +83,14 @@ def check_exportable(tokenizer):
 def text_in_refusal(tokenizer):
     """None where `translate.tflite` can take text, else why not (one line
     that says how to get it)."""
-    model = tokenizer.vocabulary.files[SOURCE_SPM] if isinstance(tokenizer, MarianTokenizer) \
-        else tokenizer.model_proto
-    kind = _model_type(model)
+    kind = sentencepiece_proto.model_type(tokenizer.vocabulary.files[SOURCE_SPM]) \
+        if isinstance(tokenizer, MarianTokenizer) else tokenizer.model_type
     if kind == "unigram":
         return None
     return (f"its SentencePiece model is {kind.upper()}, which LiteRT's SentencePiece op (tf-text's "
             "FastSentencepieceTokenizer) tokenizes differently from the model's training, so "
             f"{TRANSLATE_FILE} takes token ids (tokenize with sentencepiece); for text in, train "
             "with --tokenizer-type unigram")
-
-
-def _model_type(model_proto):
-    from keras_transformer.data.sentencepiece_proto import model_type
-
-    return model_type(model_proto)
 
 
 def convert(model, tokenizer, weights=("float32",)):
@@ -313,9 +307,7 @@ class _MarianText:
         self.code_ids = tf.constant([vocabulary.source_vocab[code]
                                      for code in vocabulary.language_codes], tf.int32)
         pieces, keep, blank = _decoding_pieces(tokenizer)
-        from keras_transformer.data.sentencepiece_proto import with_pieces
-
-        self.decoder = tf_text.FastSentencepieceTokenizer(with_pieces(
+        self.decoder = tf_text.FastSentencepieceTokenizer(sentencepiece_proto.with_pieces(
             vocabulary.files[vocabulary.decode_spm_name], pieces))
         self.decodable = tf.constant(keep, tf.bool)
         self.whitespace = tf.constant(blank, tf.bool)

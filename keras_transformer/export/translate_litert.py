@@ -57,7 +57,7 @@ def translate(runner, sentences):
     takes ids, of lists of source ids, each ending with the end id): a list
     of n-best lists of strings and a float32 array `(len(sentences), K)`,
     best first."""
-    if not sentences:
+    if len(sentences) == 0:
         return [], np.zeros((0, 1), np.float32)
     if takes_text(runner):
         outputs = runner(text=np.array([s.encode("utf-8") for s in sentences], dtype=object))

@@ -13,6 +13,11 @@ import functools
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+TOKENIZER_TYPES = ("bpe", "unigram")
+"""The algorithms this package trains (`data.train_tokenizer`): BPE (the
+paper's), or unigram (Kudo 2018), which LiteRT's SentencePiece op (tf-text's
+`FastSentencepieceTokenizer`) tokenizes exactly, so that a LiteRT export
+takes text (`export.litert_model`)."""
 MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
 """`TrainerSpec.ModelType` numbers (sentencepiece_model.proto)."""
 PIECE_TYPES = {"normal": 1, "unknown": 2, "control": 3, "user_defined": 4, "byte": 6, "unused": 5}
