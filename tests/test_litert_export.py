@@ -51,13 +51,18 @@ def _export(run, folder, **options):
 
 
 @pytest.fixture(scope="module")
-def unigram(tmp_path_factory):
-    """A small run with a unigram tokenizer and greedy search (beam 1),
-    exported to LiteRT: the run, the export, its report."""
-    folder = tmp_path_factory.mktemp("unigram")
-    (folder / "run").mkdir()
-    write_small_run(folder / "run", tokenizer_type="unigram", config=CONFIG.replace(beam_size=1))
-    return (folder / "run", *_export(folder / "run", folder / "export"))
+def unigram_run(tmp_path_factory):
+    """A small run with a unigram tokenizer and greedy search (beam 1)."""
+    folder = tmp_path_factory.mktemp("unigram") / "run"
+    folder.mkdir()
+    return write_small_run(folder, tokenizer_type="unigram", config=CONFIG.replace(beam_size=1))
+
+
+@pytest.fixture(scope="module")
+def unigram(unigram_run):
+    """`unigram_run` exported to LiteRT: the run, the export, its report,
+    the export's warnings."""
+    return (unigram_run, *_export(unigram_run, unigram_run.parent / "export"))
 
 
 @pytest.fixture(scope="module")
@@ -159,13 +164,14 @@ def test_an_imported_marian_model_exports_text_in(hf_models, tmp_path):
     np.testing.assert_allclose(found["scores"], scores, atol=1e-4)
 
 
-def test_the_tflite_text_steps_give_the_tokenizers_ids_and_texts(small_run, unigram, hf_models):
+def test_the_tflite_text_steps_give_the_tokenizers_ids_and_texts(small_run, unigram_run,
+                                                                 hf_models):
     """tf-text's LiteRT SentencePiece kernels share their encoder and decoder
     with its TensorFlow ops, which run the text steps of the files here on
     random ids: the texts are `Tokenizer.detokenize`'s (sentencepiece's),
     and for OPUS-MT the ids and texts `MarianVocabulary`'s (Hugging Face's)."""
     rng = np.random.default_rng(3)
-    for run in (small_run, unigram[0]):
+    for run in (small_run, unigram_run):
         tokenizer = Tokenizer(str(run / "tokenizer.model"))
         text = litert_model._SentencePieceText(tokenizer)
         rows = [[1] * int(rng.random() < 0.3) + [text.spaces[0]] * int(rng.integers(0, 3))
@@ -267,5 +273,29 @@ def test_what_litert_cannot_hold_is_refused_in_one_line_before_anything_is_writt
         [module.f.get_concrete_function()], module)
     converter.allow_custom_ops = True
     with pytest.raises(ValueError, match=r"^LiteRT has no builtin op for TensorFlow's "
-                                         r"StaticRegexReplace in this model's search"):
+                                         r"StaticRegexReplace in this model, and Flex"):
         litert_model.check_ops(converter.convert())
+
+
+def test_train_takes_the_tokenizer_type_to_sentencepiece_and_records_it(tmp_path):
+    from keras_transformer import data
+    from keras_transformer.commands import train
+    from keras_transformer.training.run import RunOptions, prepare_tokenizer
+
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "train.tsv").write_text(
+        "".join(f"{' '.join(WORDS[i:i + 5])}\t{' '.join(WORDS[i + 1:i + 7])}\n"
+                for i in range(len(WORDS) - 6)) * 20, encoding="utf-8")
+    corpus = data.corpus(str(tmp_path / "corpus"))
+    for kind in ("unigram", "bpe"):
+        options = train.options_from(train.parse(
+            ["--output", str(tmp_path / kind), "--dataset", str(tmp_path / "corpus"),
+             "--vocab-size", "40"] + (["--tokenizer-type", kind] if kind == "unigram" else [])))
+        os.makedirs(options.output_dir)
+        assert options.tokenizer_type == kind  # run.json records the options as they are
+        tokenizer = prepare_tokenizer(options, corpus, chief=True)
+        assert tokenizer.model_type == kind == Tokenizer(
+            str(tmp_path / kind / "tokenizer.model")).model_type
+    assert RunOptions(output_dir="x").tokenizer_type == "bpe"
+    with pytest.raises(SystemExit):
+        train.parse(["--output", "x", "--init-from", "runs/y", "--tokenizer-type", "unigram"])
