@@ -392,12 +392,12 @@ class LiteRTRuntime(Runtime):
         super().__init__(path, decoding, threads, in_flight)
         import threading
 
-        from keras_transformer.export import litert_model, translate_litert
+        from keras_transformer.export import translate_litert
 
         self._litert = translate_litert
         self._lock = threading.Lock()
         self.runner = translate_litert.open_file(
-            os.path.join(path, "litert", litert_model.TRANSLATE_FILE), threads)
+            os.path.join(path, "litert", translate_litert.TRANSLATE_FILE), threads)
         self.text_in = translate_litert.takes_text(self.runner)
 
     def _translate(self, sentences, n_best, seed):

@@ -157,11 +157,15 @@ def test_an_imported_marian_model_exports_text_in(hf_models, tmp_path):
     assert report["text_in"] and not messages and report["beam_size"] == 4
     assert report["float32"]["custom_ops"] == sorted(litert_model.SENTENCEPIECE_OPS
                                                      + litert_model.BYTE_OPS)
+    # The exporter compared the file's n-best translations of its check
+    # sentences (one with a language code) with the SavedModel's; the text
+    # steps are compared with Hugging Face's below.
+    assert report["float32"]["max_score_difference"] < 1e-4
     (found,), _ = _fresh((export / "litert" / "translate.tflite", {"sentences": MARIAN_SENTENCES}))
-    expected, scores = _saved_model(run, MARIAN_SENTENCES)
-    assert found["translations"] == expected and expected[2] == [""] * 4
-    assert all(row[0] for i, row in enumerate(expected) if i != 2)
-    np.testing.assert_allclose(found["scores"], scores, atol=1e-4)
+    assert [len(row) for row in found["translations"]] == [4] * len(MARIAN_SENTENCES)
+    assert found["translations"][2] == [""] * 4
+    best = [row[0] for row in found["translations"]]
+    assert all(best[i] for i in (0, 1, 3, 4)) and len(set(best)) == 5
 
 
 def test_the_tflite_text_steps_give_the_tokenizers_ids_and_texts(small_run, unigram_run,

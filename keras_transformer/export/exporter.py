@@ -402,8 +402,7 @@ def _write_and_check_onnx(model, tokenizer, directory, inputs, expected_logits, 
 
 def _write_and_check_litert(model, tokenizer, directory, source_ids, quantization):
     """Writes litert/ (`litert_model`) and checks it in a process that
-    loads neither this package nor TensorFlow's model code
-    (`translate_litert.py`): in float32, translate.tflite's n-best
+    loads nothing of this package (`translate_litert.py`): in float32, translate.tflite's n-best
     translations of the check sentences (their ids, for a file that takes
     ids) must be the SavedModel's translate function's, and
     search_ids.tflite's ids TensorFlow's search's, each with the model
@@ -417,7 +416,7 @@ def _write_and_check_litert(model, tokenizer, directory, source_ids, quantizatio
                       stacklevel=4)
     config = model.config
     settings = (config.beam_size, float(config.length_penalty), config.decode_margin)
-    expected, expected_scores = _saved_model_translations(model, tokenizer, settings)
+    (expected, expected_scores), = _saved_model_translations(model, tokenizer, [settings])
     expected_ids = search(model, tf.constant(source_ids), *settings).tokens.numpy()
     request = {"sentences": list(CHECK_SENTENCES)} if refusal is None else {
         "source_ids": encode_sources(tokenizer, tf.constant(list(CHECK_SENTENCES)),
@@ -448,14 +447,18 @@ def _write_and_check_litert(model, tokenizer, directory, source_ids, quantizatio
     return report
 
 
-def _saved_model_translations(model, tokenizer, settings):
-    """The text SavedModel's `translate` function's n-best translations
-    and scores of the check sentences (run in this process)."""
+def _saved_model_translations(model, tokenizer, runs):
+    """The text SavedModel's `translate` function's (run in this process)
+    n-best translations and scores of the check sentences, for each
+    `(beam_size, alpha, decode_margin)` of `runs`."""
     translate = saved_model.ServingModule(model, tokenizer).translate
-    output = translate(tf.constant(list(CHECK_SENTENCES)), tf.constant(settings[0]),
-                       tf.constant(settings[1]), tf.constant(settings[2]))
-    return ([[text.decode() for text in row] for row in output["translations"].numpy()],
-            output["scores"].numpy())
+    found = []
+    for beam_size, alpha, decode_margin in runs:
+        output = translate(tf.constant(list(CHECK_SENTENCES)), tf.constant(beam_size),
+                           tf.constant(float(alpha)), tf.constant(decode_margin))
+        found.append(([[text.decode() for text in row] for row in output["translations"].numpy()],
+                      output["scores"].numpy()))
+    return found
 
 
 def _run_litert(*runs):
@@ -483,16 +486,14 @@ def _served_translations(model, tokenizer):
     """The best translations of the check sentences by the text SavedModel's
     `translate` function (run in this process), for each of
     `TRANSLATE_CHECKS`."""
-    translate = saved_model.ServingModule(model, tokenizer).translate
     config = model.config
     runs = []
     for settings in TRANSLATE_CHECKS:
         values = {"beam_size": config.beam_size, "alpha": float(config.length_penalty),
                   "decode_margin": config.decode_margin} | settings
-        output = translate(tf.constant(list(CHECK_SENTENCES)), tf.constant(values["beam_size"]),
-                           tf.constant(values["alpha"]), tf.constant(values["decode_margin"]))
-        runs.append([text.decode() for text in output["translations"][:, 0].numpy()])
-    return runs
+        runs.append((values["beam_size"], values["alpha"], values["decode_margin"]))
+    return [[row[0] for row in texts] for texts, _ in _saved_model_translations(model, tokenizer,
+                                                                                  runs)]
 
 
 def _run_onnx(directory, inputs, translate):

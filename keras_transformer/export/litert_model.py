@@ -57,11 +57,10 @@ import tensorflow_text as tf_text
 from keras_transformer import sentencepiece_proto
 from keras_transformer.data import Tokenizer
 from keras_transformer.decoding.translator import search
+from keras_transformer.export.translate_litert import SEARCH_FILE, TRANSLATE_FILE
 from keras_transformer.pretrained.marian_tokenizer import MarianTokenizer
 from keras_transformer.pretrained.marian_vocabulary import SOURCE_SPM, SPIECE_UNDERLINE
 
-TRANSLATE_FILE = "translate.tflite"
-SEARCH_FILE = "search_ids.tflite"
 WEIGHTS = ("float32", "int8", "float16")
 SENTENCEPIECE_OPS = ("TFText>FastSentencepieceTokenize", "TFText>FastSentencepieceDetokenize")
 BYTE_OPS = ("TFText>ByteSplitWithOffsets", "TFText>ByteSplitByOffsets")

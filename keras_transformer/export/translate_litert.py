@@ -30,6 +30,8 @@ import sys
 import numpy as np
 
 SIGNATURE = "serving_default"
+TRANSLATE_FILE, SEARCH_FILE = "translate.tflite", "search_ids.tflite"
+"""The file names in an export's litert/ folder."""
 
 
 def open_file(path, threads=None):
