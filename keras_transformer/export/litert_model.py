@@ -147,7 +147,7 @@ def check_ops(data):
     others = sorted(set(custom_ops(data)) - set(SENTENCEPIECE_OPS + BYTE_OPS))
     if others:
         raise ValueError(f"LiteRT has no builtin op for TensorFlow's {', '.join(others)} in this "
-                         "model's search, and Flex ops are not exported; the model cannot be a "
+                         "model, and Flex ops are not exported; the model cannot be a "
                          "LiteRT file.")
 
 
