@@ -21,6 +21,7 @@ import argparse
 import os
 
 from keras_transformer import cli
+from keras_transformer.sentencepiece_proto import TOKENIZER_TYPES
 
 cli.use_tensorflow_backend()
 
@@ -40,6 +41,8 @@ def parser():
                            help="a training run or imported model whose tokenizer to use")
     tokenizer.add_argument("--vocab-size", type=cli.positive_int,
                            help="train a SentencePiece model of this many pieces on the corpus")
+    p.add_argument("--tokenizer-type", choices=TOKENIZER_TYPES, default="bpe",
+                   help="the SentencePiece algorithm of a --vocab-size model (see train)")
     p.add_argument("--max-length", type=cli.positive_int,
                    help="longest pair in tokens, end token included (default: the --tokenizer "
                         "run's)")
@@ -83,7 +86,7 @@ def main(argv=None):
     if args.vocab_size:
         tokenizer = data.train_corpus_tokenizer(
             corpus, os.path.join(tempfile.mkdtemp(), data.tokenizer.MODEL_FILE), args.vocab_size,
-            seed=args.seed)
+            seed=args.seed, model_type=args.tokenizer_type)
     settings = {key: value for key, value in vars(args).items()
                 if key not in ("overwrite", "verbose")}
     info = prepare_data(corpus, tokenizer, args.output, args.shards, max_length, beam_args,

@@ -57,7 +57,7 @@ def parser():
     cli.add_search_arguments(decoding, "beam width; a request's alternatives go up to it less "
                                        "one")
     decoding.add_argument("--threads", type=cli.positive_int,
-                          help="CPU threads of a CTranslate2 or ONNX model")
+                          help="CPU threads of a CTranslate2, ONNX or LiteRT model")
     limits = p.add_argument_group("batching and limits")
     limits.add_argument("--batch-tokens", type=cli.positive_int,
                         help="source tokens a batch holds at most (default: 2048 for beam "

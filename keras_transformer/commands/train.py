@@ -28,12 +28,14 @@ import argparse
 
 from keras_transformer import cli
 
+from keras_transformer.sentencepiece_proto import TOKENIZER_TYPES
+
 # `training.run.RunOptions`' defaults, spelled out so that parsing the
 # command line (and --help) imports neither Keras nor TensorFlow;
 # tests/test_installed_command.py checks that they agree.
 DEFAULTS = dict(dataset="ding", ding_path="/usr/share/trans/de-en", vocab_size=8000,
-                sentence_repeats=1, preset="small", checkpoint_every_steps=500,
-                eval_every_steps=500, bleu_sentences=200, seed=1234)
+                tokenizer_type="bpe", sentence_repeats=1, preset="small",
+                checkpoint_every_steps=500, eval_every_steps=500, bleu_sentences=200, seed=1234)
 
 
 def parser():
@@ -49,6 +51,10 @@ def parser():
     data.add_argument("--ding-path", default=DEFAULTS["ding_path"])
     data.add_argument("--vocab-size", type=cli.positive_int, default=DEFAULTS["vocab_size"],
                       help="SentencePiece vocabulary (the paper: about 37000 for EN-DE)")
+    data.add_argument("--tokenizer-type", choices=TOKENIZER_TYPES,
+                      default=DEFAULTS["tokenizer_type"],
+                      help="SentencePiece algorithm: bpe (the paper's), or unigram, which an "
+                           "export's LiteRT file can tokenize inside (docs/on-device.md)")
     data.add_argument("--sentence-repeats", type=cli.positive_int,
                       default=DEFAULTS["sentence_repeats"],
                       help="read each pair whose source is a whole sentence (4+ words ending "
@@ -100,7 +106,8 @@ def options_from(args):
         output_dir=args.output, init_from=args.init_from, dataset=args.dataset, source_language=args.source_language,
         target_language=args.target_language, data_dir=args.data_dir, ding_path=args.ding_path,
         preset=args.preset, overrides=TransformerConfig.parse_overrides(args.overrides),
-        vocab_size=args.vocab_size, strategy=args.strategy, precision=args.precision,
+        vocab_size=args.vocab_size, tokenizer_type=args.tokenizer_type, strategy=args.strategy,
+        precision=args.precision,
         xla=args.xla, steps=args.steps, time_budget_minutes=args.time_budget_minutes,
         batch_tokens=args.batch_tokens, accumulation_steps=args.accumulate,
         checkpoint_every_steps=args.checkpoint_every_steps,
@@ -115,9 +122,10 @@ def parse(argv=None):
     p = parser()
     args = p.parse_args(argv)
     if args.init_from and (args.preset != DEFAULTS["preset"]
-                           or args.vocab_size != DEFAULTS["vocab_size"]):
-        p.error("--init-from takes the model and tokenizer of that run; drop --preset and "
-                "--vocab-size (change fields with --set FIELD=VALUE).")
+                           or args.vocab_size != DEFAULTS["vocab_size"]
+                           or args.tokenizer_type != DEFAULTS["tokenizer_type"]):
+        p.error("--init-from takes the model and tokenizer of that run; drop --preset, "
+                "--vocab-size and --tokenizer-type (change fields with --set FIELD=VALUE).")
     if args.checkpoint_every_steps == 0 and not args.checkpoint_every_minutes:
         p.error("--checkpoint-every-steps 0 needs --checkpoint-every-minutes (a run must "
                 "save checkpoints to be resumed and averaged).")

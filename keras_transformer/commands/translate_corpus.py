@@ -55,7 +55,8 @@ def parser():
                    help="translation files to write (0: the runner chooses)")
     p.add_argument("--parallel-corpus", action="store_true",
                    help="also write corpus/train.tsv: translation TAB source")
-    p.add_argument("--threads", type=cli.positive_int, help="CPU threads of a CTranslate2 model")
+    p.add_argument("--threads", type=cli.positive_int,
+                   help="CPU threads of a CTranslate2, ONNX or LiteRT model")
     cli.add_sampling_arguments(p)
     cli.add_verbose_argument(p)
     return p

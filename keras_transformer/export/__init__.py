@@ -13,6 +13,9 @@
 - `onnx_beam_search`, `onnx_text`: `translate.onnx`, one file with the
   tokenizer and onnxruntime's BeamSearch operator inside; `translate_onnx.py`
   runs it with only onnxruntime and onnxruntime-extensions.
+- `litert_model`: `translate.tflite` and `search_ids.tflite`, LiteRT files
+  with the beam search (and SentencePiece) inside; `translate_litert.py`
+  runs them with a LiteRT interpreter and tf-text's kernels.
 
 Each name is imported on first use, from the module that defines it, so
 that the runners load no TensorFlow and `formats` (what `keras-transformer

@@ -89,6 +89,7 @@ class RunOptions:
     preset: str = "small"
     overrides: dict = dataclasses.field(default_factory=dict)
     vocab_size: int = 8000
+    tokenizer_type: str = "bpe"
     tokenizer_sentences: int = 1_000_000
     strategy: str = "default"
     precision: str = "float32"
@@ -212,7 +213,8 @@ def prepare_tokenizer(options, corpus, chief):
     if not chief:
         path = os.path.join(tempfile.mkdtemp(), "tokenizer.model")
     return data.train_corpus_tokenizer(corpus, path, options.vocab_size,
-                                       options.tokenizer_sentences, options.seed)
+                                       options.tokenizer_sentences, options.seed,
+                                       model_type=options.tokenizer_type)
 
 
 def run_training(options):
