@@ -20,7 +20,9 @@ tokenizer is an 8,000-piece SentencePiece model trained on Ding.
 Beside train's input, "pair by pair" is the first pass as `train` ran it
 before blocks of pairs were tokenized at once (`token_batches` of
 `encode_pairs` of single pairs): the before and after of that change, in
-turns. Each turn builds a fresh pipeline, reads `--warmup` batches (the
+turns. "Tokenizing alone" is the first pass's tokenizing without
+shuffling or batching (its 512-pair blocks, on tf.data's parallel map):
+the ceiling of the first pass, set by SentencePiece's speed on this CPU. Each turn builds a fresh pipeline, reads `--warmup` batches (the
 shuffle buffer fills), then times the next `--batches`; a figure is the
 median over `--repeats` turns.
 """
@@ -69,7 +71,9 @@ def wmt_length_folder(work, groupings=8, per_line=4):
 def pipelines(corpus, tokenizer, cached, prepared_dir, config, fixed_shapes):
     """`{name: make(seed) -> dataset of batches}`: train's input from the
     raw corpus, from `cached` (its blocks, cached), from prepared shards,
-    and the first pass pair by pair as it was."""
+    the first pass pair by pair as it was, and the first pass's tokenizing
+    alone (its blocks, neither shuffled nor batched): the ceiling of the
+    first pass."""
     import tensorflow as tf
 
     from keras_transformer import data
@@ -80,6 +84,8 @@ def pipelines(corpus, tokenizer, cached, prepared_dir, config, fixed_shapes):
     return {
         "raw, pair by pair (before)": lambda seed: data.token_batches(
             data.encode_pairs(corpus.pairs("train"), tokenizer).repeat(), seed=seed, **batching),
+        "tokenizing alone": lambda seed: data.encode_blocks(
+            corpus.pairs("train"), tokenizer).repeat(),
         "raw (first pass)": lambda seed: data.block_token_batches(
             data.encode_blocks(corpus.pairs("train"), tokenizer).repeat(), seed=seed, **batching),
         "cache (later passes)": lambda seed: data.block_token_batches(
@@ -92,16 +98,18 @@ def pipelines(corpus, tokenizer, cached, prepared_dir, config, fixed_shapes):
 
 def measure(batches, warmup, count, seconds=2.0):
     """`(real target tokens a second, real / padded target tokens)` of at
-    least `count` batches after `warmup`, and at least `seconds` of them
-    (the pipelines prefetch: a fast one's first batches are ready before
-    they are asked for)."""
+    least `count` batches (or blocks of ragged ids) after `warmup`, and at
+    least `seconds` of them (the pipelines prefetch: a fast one's first
+    batches are ready before they are asked for)."""
+    import tensorflow as tf
+
     iterator = iter(batches)
     for _ in range(warmup):
         next(iterator)
     start, real, padded, read = time.perf_counter(), 0, 0, 0
     while read < count or time.perf_counter() - start < seconds:
-        _, labels = next(iterator)
-        labels = labels.numpy()
+        labels = next(iterator)[-1]
+        labels = (labels.flat_values if isinstance(labels, tf.RaggedTensor) else labels).numpy()
         real += int(np.count_nonzero(labels))
         padded += labels.size
         read += 1
@@ -136,6 +144,8 @@ def main():
             pass
         for fixed_shapes in (False, True):
             contenders = pipelines(corpus, tokenizer, cached, prepared_dir, BASE, fixed_shapes)
+            if fixed_shapes:  # unbatched: measured once
+                del contenders["tokenizing alone"]
             figures = {name: [] for name in contenders}
             for turn in range(args.repeats):
                 for name, make in contenders.items():
@@ -144,8 +154,9 @@ def main():
                           f"{figures[name][-1][0]:,.0f} target tokens/s", flush=True)
             for name, values in figures.items():
                 rate, real = (float(np.median(column)) for column in zip(*values))
-                rows.append((corpus_name, "fixed (XLA)" if fixed_shapes else "longest pair",
-                             name, rate, real))
+                padding = ("none (ragged blocks)" if name == "tokenizing alone" else
+                           "fixed (XLA)" if fixed_shapes else "longest pair")
+                rows.append((corpus_name, padding, name, rate, real))
                 print(f"{rows[-1][:3]}: {rate:,.0f} target tokens/s, {real:.0%} real", flush=True)
     print(f"\n{machine()}; base preset batches ({BASE.batch_tokens:,} tokens a side), "
           f"{args.batches} batches a turn after {args.warmup}, median of {args.repeats} turns\n")
