@@ -21,19 +21,22 @@ def timed(step, warmup, repeats):
     return timed_interleaved({"step": step}, warmup, repeats)["step"]
 
 
-def timed_interleaved(runs, warmup, repeats):
+def timed_interleaved(runs, warmup, repeats, clock=time.perf_counter):
     """Median seconds of each callable in the dict `runs`, timed in turns
     (every run once, then again, `repeats` times) so that a slow phase of a
-    shared machine slows every contender alike instead of one of them."""
+    shared machine slows every contender alike instead of one of them.
+    `clock=time.process_time` counts this process's CPU time instead of
+    the wall clock's: on a machine others load, the work of a contender
+    that runs on one thread, which its latency is on an idle machine."""
     for run in runs.values():
         for _ in range(warmup):
             run()
     times = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
-            start = time.perf_counter()
+            start = clock()
             run()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(clock() - start)
     return {name: float(np.median(values)) for name, values in times.items()}
 
 

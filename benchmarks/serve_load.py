@@ -175,10 +175,10 @@ def main():
                         help="the server's --max-queue for the burst")
     args = parser.parse_args()
 
-    from keras_transformer import runtimes
     from keras_transformer.batch_defaults import share_cores
+    from keras_transformer.languages import languages as folder_languages
 
-    languages = runtimes.languages(args.run_dir) or ("de", "en")
+    languages = folder_languages(args.run_dir) or ("de", "en")
     sentences = ding_sentences(args.sentences)
     share_cores()  # as translate and serve do: each search in flight its cores
     from keras_transformer.decoding import Translator

@@ -23,6 +23,17 @@ decode margin), float32:
   included: `examples/translate.py RUN --input FILE --output OUT` and
   `benchmarks/ctranslate2_file.py` (CTranslate2, `max_batch_size=32`).
 
+`--cold-start` times instead what a user waits for from the command line,
+every process from its start, beam 4, in turns: `examples/translate.py
+RUN` (what `keras-transformer translate` runs) and `ctranslate2_file.py`
+on five of the sentences, until the first translation is written, and on
+the whole file, until it is written; with `--baseline CHECKOUT`, also our
+script of that checkout of the package (the code before a change). Then
+it says where our process's time to the first translation goes, in one
+more process for each checkout: Python's start, TensorFlow's import, our
+modules' imports, loading the model and tokenizer, the first sentence
+(tracing the search, then running it) and the next four.
+
 Every contender is warmed up on the first 16 lines (our search traces
 once for every batch shape), then timed in turns (each once, then again,
 `--repeats` times; the median counts; `--no-processes` leaves out the two
@@ -194,6 +205,124 @@ def measure(run_dir, lines, args):
     return rows
 
 
+def _first_line_seconds(command, environment):
+    """Seconds from starting `command` to the first line on its standard
+    output (then it is left to finish)."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               env=environment, text=True)
+    process.stdout.readline()
+    seconds = time.perf_counter() - started
+    process.communicate()
+    if process.returncode:
+        raise RuntimeError(f"{command} failed")
+    return seconds
+
+
+def _checkout_environment(checkout):
+    """The environment of a process that runs the package of `checkout`."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([checkout, HERE]))
+
+
+def cold_start(run_dir, lines, args):
+    """The `--cold-start` table: each process in turns, `--repeats` times."""
+    checkouts = {"ours": ROOT} | ({"ours, baseline": os.path.abspath(args.baseline)}
+                                 if args.baseline else {})
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = export_ctranslate2(run_dir, os.path.join(scratch, "ctranslate2"))
+        files = {}
+        for name, chosen in (("five", lines[::len(lines) // 5][:5]), ("file", lines)):
+            files[name] = os.path.join(scratch, f"{name}.de")
+            with open(files[name], "w", encoding="utf-8") as file:
+                file.write("".join(line + "\n" for line in chosen))
+        output = os.path.join(scratch, "output.en")
+        runs = {}
+        for who, checkout in checkouts.items():
+            script = [sys.executable, os.path.join(checkout, "examples", "translate.py"), run_dir,
+                      "--beam-size", "4"]
+            environment = _checkout_environment(checkout)
+            runs[f"{who}: first of five"] = lambda script=script, environment=environment: (
+                _first_line_seconds(script + ["--input", files["five"]], environment))
+            runs[f"{who}: whole file"] = lambda script=script, environment=environment: (
+                subprocess.run(script + ["--input", files["file"], "--output", output,
+                                         "--overwrite"], check=True, env=environment,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        ct2 = [sys.executable, os.path.join(HERE, "ctranslate2_file.py"), folder]
+        runs["CTranslate2 script: first of five"] = lambda: _first_line_seconds(
+            ct2 + [files["five"], "/dev/stdout", "4"], os.environ)
+        runs["CTranslate2 script: whole file"] = lambda: subprocess.run(
+            ct2 + [files["file"], output, "4"], check=True, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        seconds = {name: [] for name in runs}
+        for _ in range(args.repeats):
+            for name, run in runs.items():
+                started = time.perf_counter()
+                first = run()
+                seconds[name].append(first if isinstance(first, float)
+                                     else time.perf_counter() - started)
+        phases = {who: _phases(checkout, run_dir, files["five"])
+                  for who, checkout in checkouts.items()}
+    times = {name: float(np.median(values)) for name, values in seconds.items()}
+    print(f"\n{run_dir}: cold start, beam 4, {len(lines)} sentences in the whole file, median of "
+          f"{args.repeats} turns")
+    for name, value in times.items():
+        print(f"{name:40s} {value:6.1f} s")
+    for what in ("first of five", "whole file"):
+        for who in checkouts:
+            print(f"{who} / CTranslate2's script, {what}: "
+                  f"{times[f'{who}: {what}'] / times[f'CTranslate2 script: {what}']:.2f}x")
+    for who, marks in phases.items():
+        print(f"{who}, where the time to the first translation goes (one process; its CPU "
+              "time beside):")
+        for name, value, cpu in marks:
+            print(f"  {name:46s} {value:5.2f} s {cpu:5.2f} s")
+    return times
+
+
+PHASES = """
+import sys, time
+marks = [("Python's start", time.time(), time.process_time())]
+try:
+    from keras_transformer.startup import tensorflow_start
+except ImportError:  # a checkout from before it
+    from contextlib import nullcontext as tensorflow_start
+from keras_transformer import cli
+cli.use_tensorflow_backend()
+with tensorflow_start():
+    import tensorflow
+    marks.append(("TensorFlow's import", time.time(), time.process_time()))
+    from keras_transformer.batch_defaults import share_cores
+    share_cores()
+    from keras_transformer.decoding import Translator
+    marks.append(("our modules' imports", time.time(), time.process_time()))
+    translator = Translator.from_directory(sys.argv[1], beam_size=4)
+    marks.append(("loading the model and tokenizer", time.time(), time.process_time()))
+    lines = open(sys.argv[2], encoding="utf-8").read().splitlines()
+    translator.translate(lines[:1])
+    marks.append(("the first sentence (tracing, then the search)", time.time(),
+                  time.process_time()))
+    translator.translate(lines[1:])
+    marks.append(("the next four", time.time(), time.process_time()))
+for name, at, cpu in marks:
+    print(name, at, cpu, sep="\t")
+"""
+
+
+def _phases(checkout, run_dir, five):
+    """`(phase, seconds, CPU seconds)` of a process translating `five` as
+    the translate command does, from the process's start (here, before it
+    is started; CPU seconds, of all its threads, from its first line)."""
+    started = time.time()
+    done = subprocess.run([sys.executable, "-c", PHASES, run_dir, five], check=True,
+                          capture_output=True, text=True, env=_checkout_environment(checkout))
+    marks, last, last_cpu = [], started, 0.0
+    for line in done.stdout.splitlines():
+        name, at, cpu = line.split("\t")
+        marks.append((name, float(at) - last, float(cpu) - last_cpu))
+        last, last_cpu = float(at), float(cpu)
+    return marks + [("in all", last - started, last_cpu)]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", help="training output folders (averaged.keras)")
@@ -207,6 +336,10 @@ def main():
                         help="also time our Translator with each of these budgets")
     parser.add_argument("--in-flight", type=int, nargs="+",
                         help="also time our Translator with this many batches in flight")
+    parser.add_argument("--cold-start", action="store_true",
+                        help="time whole processes from their start instead (see above)")
+    parser.add_argument("--baseline", metavar="CHECKOUT",
+                        help="with --cold-start, also time the package of this checkout")
     args = parser.parse_args()
     # As the translate command does: its searches in flight share the cores
     # (TF_NUM_INTRAOP_THREADS in the environment overrides it).
@@ -216,7 +349,7 @@ def main():
     print(f"Machine: {machine()}; oneDNN ISA: {isa}; TensorFlow threads per operation: "
           f"{threads}; {time.strftime('%Y-%m-%d %H:%M')}")
     for run_dir in args.runs:
-        measure(run_dir, lines, args)
+        (cold_start if args.cold_start else measure)(run_dir, lines, args)
 
 
 if __name__ == "__main__":

@@ -102,12 +102,17 @@ def run(main, interrupted=INTERRUPTED, name=None):
     `PROGRAM: interrupted; <interrupted>` and status 130. Python warnings
     print as `PROGRAM: warning: MESSAGE`. PROGRAM is `name` when given (a
     subcommand of the installed command), else the script's file name.
+    TensorFlow starts quietly (`startup`; the commands' `--verbose` shows
+    its start-up lines).
     """
     global _program
+    from keras_transformer import startup
+
     warnings.showwarning = _show_warning
     _program = name
     try:
-        main()
+        with startup.tensorflow_start():
+            main()
     except KeyboardInterrupt:
         print(f"\n{program()}: interrupted; {interrupted}", file=sys.stderr, flush=True)
         sys.exit(130)
@@ -120,6 +125,28 @@ def run(main, interrupted=INTERRUPTED, name=None):
         sys.exit(1)
     finally:
         _program = None
+
+
+class _Verbose(argparse.Action):
+    """`--verbose`: takes effect as it is parsed, before the command
+    imports TensorFlow."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from keras_transformer import startup
+
+        startup.verbose()
+        setattr(namespace, self.dest, True)
+
+
+def add_verbose_argument(parser):
+    """`--verbose` of every command: TensorFlow's start-up and C++ log lines
+    as it writes them (see `startup`)."""
+    parser.add_argument("--verbose", action=_Verbose,
+                        help="show TensorFlow's start-up and C++ log lines, which are held back "
+                             "(so does TF_CPP_MIN_LOG_LEVEL set in the environment)")
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -174,6 +201,16 @@ def non_negative_float(text):
 # `models.DECODING_PRECISIONS`, spelled out so that parsing arguments does
 # not load Keras (a test checks that the two agree).
 PRECISIONS = ("float32", "bfloat16", "float16")
+
+
+# The names the training commands offer, spelled out for the same reason
+# (tests/test_installed_command.py checks them): `models.PRESETS`,
+# `training.PRECISIONS`, `training.STRATEGIES` (tf.distribute's) and
+# `training.backends.ALL_STRATEGIES` (those and JAX's).
+PRESETS = ("base", "big", "small")
+TRAINING_PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+ALL_STRATEGIES = STRATEGIES + ("data-parallel",)
 
 
 def add_precision_argument(parser, help="decode in this precision (default: the model's "

@@ -11,6 +11,7 @@ what to run where a runtime cannot.
 | saved_model | an export's saved_model/ (text in, text out) | TensorFlow, tensorflow-text |
 | ctranslate2 | an export's ctranslate2/ (`--formats ctranslate2`) | ctranslate2, no TensorFlow |
 | onnx | an export's onnx/ (encoder and decoder-step graphs, the search in NumPy) | onnxruntime, no TensorFlow |
+| litert | an export's litert/translate.tflite (`--formats litert`), the search in the file | ai-edge-litert (or TensorFlow's LiteRT interpreter), tensorflow-text's kernels |
 
 Each translates a list of sentences into up to `n_best` `(translation,
 score)` pairs each, best first, as `translate` does with the model (blank
@@ -24,13 +25,10 @@ Plain Python at import: each runtime imports its own library when opened.
 import concurrent.futures
 import dataclasses
 import os
-import re
 
 from keras_transformer.textfiles import read_json
 
-RUNTIMES = ("keras", "saved_model", "ctranslate2", "onnx")
-
-_LANGUAGE_PAIR = re.compile(r"(?:^|[-_/])([a-z]{2,3})(?:-|_to_)([a-z]{2,3})$")
+RUNTIMES = ("keras", "saved_model", "ctranslate2", "onnx", "litert")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +109,7 @@ def check_runtime(path, runtime, decoding=Decoding()):
     if kind == "export" and not os.path.exists(folder):
         how = {"ctranslate2": "export it again with --formats ctranslate2",
                "onnx": "export it again with --formats onnx",
+               "litert": "export it again with --formats litert",
                "saved_model": "its tokenizer is not TensorFlow ops (FSMT): use --runtime "
                               "ctranslate2, onnx or keras",
                "keras": "export it again with --formats keras"}[runtime]
@@ -118,42 +117,26 @@ def check_runtime(path, runtime, decoding=Decoding()):
     if decoding.sampling and runtime == "onnx":
         raise ValueError("The onnx runtime does not sample; use --runtime saved_model, "
                          "ctranslate2 or keras to sample.")
+    if runtime == "litert":
+        _check_litert_decoding(path, decoding)
 
 
-def languages(path):
-    """The model's `(source, target)` language codes, where the folder
-    tells: an export's export.json, a run's run.json (its dataset's
-    languages), an imported model's pretrained.json (`...opus-mt-de-en`,
-    `...wmt19-en-de`) or FSMT's tokenizer config; else None."""
-    path = os.fspath(path)
-    if os.path.isfile(os.path.join(path, "export.json")):
-        pair = read_json(os.path.join(path, "export.json")).get("languages")
-        if pair:
-            return tuple(pair)
-    if os.path.isfile(os.path.join(path, "run.json")):
-        options = read_json(os.path.join(path, "run.json")).get("options", {})
-        dataset = str(options.get("dataset") or "")
-        default = ("de", "en") if dataset == "ding" else _pair_in(dataset)
-        if default or (options.get("source_language") and options.get("target_language")):
-            default = default or (None, None)
-            return (options.get("source_language") or default[0],
-                    options.get("target_language") or default[1])
-    if os.path.isfile(os.path.join(path, "pretrained.json")):
-        pair = _pair_in(str(read_json(os.path.join(path, "pretrained.json")).get("source") or ""))
-        if pair:
-            return pair
-    if os.path.isfile(os.path.join(path, "tokenizer_config.json")):
-        pair = read_json(os.path.join(path, "tokenizer_config.json")).get("langs")
-        if pair:
-            return tuple(pair)
-    return None
-
-
-def _pair_in(name):
-    """The language pair a dataset or model name ends with (`de-en`,
-    `pt_to_en`), or None."""
-    match = _LANGUAGE_PAIR.search(name.rstrip("/").lower())
-    return (match.group(1), match.group(2)) if match else None
+def _check_litert_decoding(path, decoding):
+    """The LiteRT files search with the settings they were exported with
+    (export.json): refuses others, and sampling, in one line."""
+    if decoding.sampling:
+        raise ValueError("The litert runtime does not sample; use --runtime saved_model, "
+                         "ctranslate2 or keras to sample.")
+    exported = read_json(os.path.join(path, "export.json"))["formats"]["litert"]
+    fixed = {"beam_size": exported["beam_size"], "alpha": exported["length_penalty"],
+             "decode_margin": exported["decode_margin"]}
+    asked = {name: getattr(decoding, name) for name in fixed
+             if getattr(decoding, name) is not None}
+    if any(value != fixed[name] for name, value in asked.items()):
+        raise ValueError(f"The litert runtime searches as its files were exported (beam size "
+                         f"{fixed['beam_size']}, alpha {fixed['alpha']}, decode margin "
+                         f"{fixed['decode_margin']}); leave out --beam-size, --alpha and "
+                         "--decode-margin, or use another runtime.")
 
 
 def open_runtime(path, runtime=None, decoding=Decoding(), threads=None, in_flight=None):
@@ -162,7 +145,7 @@ def open_runtime(path, runtime=None, decoding=Decoding(), threads=None, in_fligh
 
     Args:
         decoding: a `Decoding` (unset fields: the model's defaults).
-        threads: CPU threads of a CTranslate2 or ONNX model (default: its
+        threads: CPU threads of a CTranslate2, ONNX or LiteRT model (default: its
             own choice; TensorFlow takes its own).
         in_flight: searches a call is cut into and run at once on threads
             (keras and saved_model; default `batch_defaults.DEFAULT_IN_FLIGHT`).
@@ -176,7 +159,8 @@ def open_runtime(path, runtime=None, decoding=Decoding(), threads=None, in_fligh
     if in_flight < 1:
         raise ValueError(f"in_flight must be at least 1; got {in_flight}.")
     kind = {"keras": KerasRuntime, "saved_model": SavedModelRuntime,
-            "ctranslate2": CTranslate2Runtime, "onnx": OnnxRuntime}[runtime]
+            "ctranslate2": CTranslate2Runtime, "onnx": OnnxRuntime,
+            "litert": LiteRTRuntime}[runtime]
     return kind(path, decoding.resolved(model_config(path)), threads=threads, in_flight=in_flight)
 
 
@@ -353,6 +337,71 @@ class OnnxRuntime(Runtime):
         return [[("", 0.0)] * min(n_best, settings.beam_size) if empty else
                 [(translator.decode(ids), float(score)) for ids, score in zip(rows, row_scores)]
                 [:n_best] for rows, row_scores, empty in zip(tokens, scores, blank)]
+
+
+class LiteRTRuntime(Runtime):
+    """An export's `litert/translate.tflite` (`export.translate_litert`):
+    the search is the file's, with the settings it was exported with. A
+    file that takes token ids (a BPE model's) gets them from the folder's
+    tokenizer in Python, cut to the model's length, with the end id. One
+    call runs at a time (a LiteRT interpreter is not safe to share between
+    threads, which a server's and Beam's workers are)."""
+
+    name = "litert"
+
+    def __init__(self, path, decoding, threads=None, in_flight=1):
+        super().__init__(path, decoding, threads, in_flight)
+        import threading
+
+        from keras_transformer.export import translate_litert
+
+        self._litert = translate_litert
+        self._lock = threading.Lock()
+        self.runner = translate_litert.open_file(
+            os.path.join(path, "litert", translate_litert.TRANSLATE_FILE), threads)
+        self.text_in = translate_litert.takes_text(self.runner)
+
+    def _translate(self, sentences, n_best, seed):
+        cleaned = _cleaned(sentences)
+        if self.text_in:
+            inputs = cleaned
+        else:
+            import numpy as np
+
+            rows = [self.tokenizer.encode(text)[:self.max_source_tokens] + [self.config["eos_id"]]
+                    for text in cleaned]
+            inputs = np.full((len(rows), max(map(len, rows))), self.config["pad_id"], np.int32)
+            for index, row in enumerate(rows):
+                inputs[index, :len(row)] = row
+        with self._lock:
+            translations, scores = self._litert.translate(self.runner, inputs)
+        return [[(text, float(score)) for text, score in zip(texts, row_scores)][:n_best]
+                for texts, row_scores in zip(translations, scores)]
+
+
+def translate_sorted(runtime, sentences, n_best=1, batch_tokens=None, batch_size=None,
+                     on_batch=None):
+    """`runtime.translate` of a list of sentences sorted by length and cut
+    into batches of at most `batch_tokens` source tokens, padding included
+    (default: `batch_defaults.default_batch_tokens` of the runtime's beam
+    size), and `batch_size` sentences, as the `Translator` batches (the
+    translate command's `--runtime`); results in the input's order.
+    `on_batch(count, tokens)` is called after each batch with its sentences
+    and the tokens of their best translations, as the folder's tokenizer
+    counts them."""
+    from keras_transformer.batch_defaults import default_batch_tokens
+    from keras_transformer.decoding.translator import length_batches
+
+    lengths = [min(n, runtime.max_source_tokens) + 1 for n in runtime.source_lengths(sentences)]
+    results = [None] * len(sentences)
+    batch_tokens = batch_tokens or default_batch_tokens(runtime.decoding.beam_size)
+    for batch in length_batches(lengths, batch_tokens, batch_size):
+        found = runtime.translate([sentences[i] for i in batch], n_best=n_best)
+        for index, result in zip(batch, found):
+            results[index] = result
+        if on_batch:
+            on_batch(len(batch), sum(runtime.source_lengths([row[0][0] for row in found])))
+    return results
 
 
 def split_by_tokens(lengths, parts):

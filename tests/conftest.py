@@ -24,6 +24,20 @@ LONGEST_FILES = ("test_pretrained_runs.py", "test_commands.py", "test_training_b
                  "test_model.py", "test_runtimes.py")
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--learning-seed", type=int, default=0,
+        help="added to the seeds (weights, data) of the tests that check what a model learned "
+             "(the `learning_seed` fixture): run them with a few to see that their margins hold")
+
+
+@pytest.fixture(scope="session")
+def learning_seed(request):
+    """`--learning-seed` (0 by default): the tests that train a model and
+    assert on what it learned add it to their seeds."""
+    return request.config.getoption("--learning-seed")
+
+
 def pytest_collection_modifyitems(items):
     def rank(item):
         name = item.path.name

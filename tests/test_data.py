@@ -16,6 +16,7 @@ from keras_transformer.data import (
     bucket_boundaries,
     shape_boundaries,
     corpus,
+    encode_blocks,
     encode_pairs,
     length_report,
     block_token_batches,
@@ -215,6 +216,40 @@ def test_encode_pairs_repairs_training_text_as_translation_does(tokenizer):
     for a, b in zip(next(iter(encode_pairs(damaged, tokenizer))),
                     next(iter(encode_pairs(repaired, tokenizer)))):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_train_input_from_blocks_holds_every_pair_once_in_its_shapes(tokenizer):
+    """`train`'s input from the raw corpus (blocks of pairs tokenized at
+    once, `block_token_batches`, shuffled, fixed shapes or not) holds the
+    pairs that tokenizing pair by pair gives, each once a pass, in the same
+    order before the shuffle; its length report is the same."""
+    rng = np.random.default_rng(3)
+    words = ["Guten", "Morgen", "Abend", "Haus", "klein", "groß", "und", "der"]
+    pairs = [(" ".join(rng.choice(words, rng.integers(1, 30))),
+              " ".join(rng.choice(words, rng.integers(1, 30)))) for _ in range(700)]
+    dataset = tf.data.Dataset.from_tensor_slices(tuple(map(list, zip(*pairs))))
+    one_by_one = list(encode_pairs(dataset, tokenizer).as_numpy_iterator())
+    blocks = encode_blocks(dataset, tokenizer, block=64)
+    in_blocks = []
+    for block in blocks:
+        in_blocks.extend(zip(*(ids.to_list() for ids in block)))
+    assert len(in_blocks) == len(one_by_one) == len(pairs)
+    for got, want in zip(in_blocks, one_by_one):
+        assert [list(ids) for ids in got] == [list(ids) for ids in want]
+    assert length_report(blocks, 24) == length_report(encode_pairs(dataset, tokenizer), 24)
+    assert length_report(blocks, 24).dropped > 0
+    kept = collections.Counter(tuple(labels) for source, _, labels in one_by_one
+                               if max(len(source), len(labels)) <= 24)
+    grid = shape_boundaries(24)
+    for fixed_shapes in (False, True):
+        seen = collections.Counter()
+        for inputs, labels in block_token_batches(blocks, 192, 24, shuffle_buffer=300, seed=5,
+                                                  fixed_shapes=fixed_shapes).as_numpy_iterator():
+            assert labels.size <= 192 and inputs["source_ids"].size <= 192
+            if fixed_shapes:
+                assert labels.shape[1] in grid and labels.shape == inputs["source_ids"].shape
+            seen.update(tuple(row[row != 0]) for row in labels if row.any())
+        assert seen == kept
 
 
 def _random_encoded(count=3000, seed=0, longest=90):

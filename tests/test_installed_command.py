@@ -6,6 +6,8 @@ import importlib
 import importlib.util
 import os
 import re
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -13,6 +15,7 @@ import pytest
 import keras_transformer
 from keras_transformer import cli
 from keras_transformer.commands import COMMANDS, main
+from helpers import processes
 from helpers.processes import ROOT
 
 PLANNED = ["train", "translate", "evaluate", "export", "import", "average", "visualize", "demo",
@@ -128,7 +131,7 @@ def test_translate_help_says_what_each_option_does_and_its_default(capsys):
     assert {"--input", "--output", "--beam-size", "--alpha", "--batch-size", "--n-best",
             "--overlong", "--precision"} <= set(described)
     for option, text in described.items():
-        if option in ("-h", "--overwrite"):  # flags: off unless given
+        if option in ("-h", "--overwrite", "--verbose"):  # flags: off unless given
             continue
         help = text.split(None, 2)[2]  # after the option and its value's name
         assert not help.startswith("(default") and re.search(r"\(?default: \S", help), text
@@ -147,3 +150,51 @@ def test_a_command_s_errors_name_it(capsys, tmp_path):
     assert status == 2
     assert err[-1] == ("keras-transformer translate: error: argument --beam-size: must be >= 1, "
                        "got 0")
+
+
+HELP_PROCESS = """
+import contextlib, io, sys
+from keras_transformer.commands import COMMANDS, main
+for name in COMMANDS:
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.suppress(SystemExit):
+        main([name, "--help"])
+    assert out.getvalue().startswith(f"usage: keras-transformer {name} [-h]"), name
+    loaded = [module for module in ("tensorflow", "keras", "jax", "torch") if module in sys.modules]
+    assert not loaded, f"{name} --help imported {loaded}"
+"""
+
+
+def test_every_command_s_help_imports_no_tensorflow_and_logs_nothing():
+    """`keras-transformer COMMAND --help` for every command, one after the
+    other in one fresh process: none imports TensorFlow, Keras, JAX or
+    PyTorch, and nothing reaches standard error."""
+    environment = processes.environment()
+    del environment["TF_CPP_MIN_LOG_LEVEL"]
+    done = subprocess.run([sys.executable, "-c", HELP_PROCESS], capture_output=True, text=True,
+                          env=environment, timeout=120)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_every_command_has_verbose(capsys):
+    for command in COMMANDS:
+        _, out, _ = run(capsys, command, "--help")
+        assert "--verbose" in out, command
+
+
+def test_the_names_spelled_out_for_parsing_are_the_library_s():
+    """The choices and defaults the training commands spell out (so that
+    parsing imports no TensorFlow) are those the library defines."""
+    from keras_transformer.commands import demo, train
+    from keras_transformer.evaluation import LENGTH_PENALTIES
+    from keras_transformer.models import PRESETS
+    from keras_transformer.training import PRECISIONS, STRATEGIES, backends, sizing
+    from keras_transformer.training.run import RunOptions
+
+    assert cli.PRESETS == tuple(sorted(PRESETS))
+    assert cli.TRAINING_PRECISIONS == PRECISIONS
+    assert cli.STRATEGIES == STRATEGIES
+    assert cli.ALL_STRATEGIES == backends.ALL_STRATEGIES
+    assert (demo.LENGTH_PENALTIES, demo.WIDTHS, demo.MIN_UPDATES) == (
+        LENGTH_PENALTIES, sizing.WIDTHS, sizing.MIN_UPDATES)
+    assert train.options_from(train.parse(["--output", "runs/x"])) == RunOptions(
+        output_dir="runs/x")

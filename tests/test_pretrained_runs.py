@@ -94,7 +94,7 @@ def _write_ding(path, pairs):
 
 
 def test_fine_tuning_lowers_the_validation_loss_and_resumes_from_its_own_checkpoint(
-        imported_run, tmp_path):
+        imported_run, tmp_path, learning_seed):
     _, run = imported_run
     # A domain the model has not seen: dictionary entries with numbered
     # words, beside some of its sentences.
@@ -103,9 +103,12 @@ def test_fine_tuning_lowers_the_validation_loss_and_resumes_from_its_own_checkpo
     options = RunOptions(output_dir=str(tmp_path / "tuned"), init_from=str(run), dataset="ding",
                          ding_path=ding, data_dir=str(tmp_path / "tfds"), steps=200,
                          batch_tokens=1024, checkpoint_every_steps=100, eval_every_steps=200,
-                         bleu_sentences=0, keep_checkpoints=2, verbose=0)
+                         bleu_sentences=0, keep_checkpoints=2, seed=1234 + learning_seed,
+                         verbose=0)
     first = run_training(options)
     initial_loss = _validation_loss_of(run, options)
+    print(f"validation loss after 200 updates: {first['last_logs']['val_loss'] / initial_loss:.3f} "
+          "of the imported model's")
     assert first["start_step"] == 0 and first["final_step"] == 200
     assert first["last_logs"]["val_loss"] < 0.9 * initial_loss, (first["last_logs"], initial_loss)
     config = json.loads((tmp_path / "tuned" / "config.json").read_text())

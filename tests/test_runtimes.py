@@ -3,7 +3,9 @@ the Translator's translations (the best and the n best, scores falling);
 a runtime that cannot read a folder says in one line what to run; the
 languages of a folder are read from what it holds."""
 
+import ast
 import json
+import pathlib
 import shutil
 
 import numpy as np
@@ -12,6 +14,7 @@ import pytest
 from helpers.small_run import WORDS
 from keras_transformer import runtimes
 from keras_transformer.decoding import Translator
+from keras_transformer.languages import languages
 
 
 def _sentences():
@@ -89,7 +92,7 @@ def test_a_folder_is_read_by_the_runtimes_it_has_and_the_others_say_what_to_run(
 def test_the_languages_of_a_folder_come_from_what_it_holds(tmp_path, files, pair):
     for name, content in files.items():
         (tmp_path / name).write_text(json.dumps(content))
-    assert runtimes.languages(str(tmp_path)) == pair
+    assert languages(str(tmp_path)) == pair
 
 
 def test_an_export_keeps_the_languages_of_its_run(small_run, tmp_path):
@@ -99,4 +102,24 @@ def test_an_export_keeps_the_languages_of_its_run(small_run, tmp_path):
     from keras_transformer.export import export_run
 
     export_run(str(run), str(tmp_path / "export"), formats=["keras"])
-    assert runtimes.languages(str(tmp_path / "export")) == ("de", "en")
+    assert languages(str(tmp_path / "export")) == ("de", "en")
+
+
+def test_export_never_imports_runtimes():
+    """One import direction: `runtimes` opens exports, and nothing in
+    `keras_transformer/export/` imports `runtimes` (read from the sources,
+    imports inside functions included)."""
+    folder = pathlib.Path(runtimes.__file__).parent / "export"
+    importers = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            if "keras_transformer.runtimes" in names:
+                importers.append(path.name)
+    assert len(list(folder.glob("*.py"))) > 5
+    assert importers == []

@@ -9,8 +9,9 @@ Each command is one module of this package, named in `COMMANDS`, with a
 the same function the scripts in `examples/` and `export/` call, so a
 script and its command have the same options, messages and exit statuses.
 A module may also set `INTERRUPTED`, the note printed after Ctrl-C (see
-`cli.run`). Only the chosen command's module is imported; most import
-TensorFlow inside `main`, so that `--help` and bad options answer at once.
+`cli.run`). Only the chosen command's module is imported, and none imports
+TensorFlow before `main` has parsed its command line, so that `--help` and
+bad options answer at once (tests/test_installed_command.py checks it).
 A new command is one module and one line of `COMMANDS`.
 
 The commands run under `cli.run` with the name `keras-transformer COMMAND`:

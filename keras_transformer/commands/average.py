@@ -11,9 +11,7 @@ so Ctrl-C or an error keeps the one that was there.
 import argparse
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli  # noqa: E402
+from keras_transformer import cli
 
 cli.use_tensorflow_backend()
 
@@ -26,6 +24,7 @@ def main():
                         help="default: the run's average_checkpoints")
     parser.add_argument("--output-file", default="averaged.keras",
                         help="a .keras file name inside the run folder")
+    cli.add_verbose_argument(parser)
     args = parser.parse_args()
     if not args.output_file.endswith(".keras"):
         parser.error(f"--output-file must end in .keras, not {args.output_file!r}")

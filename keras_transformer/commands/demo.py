@@ -28,17 +28,16 @@ import subprocess
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli, textfiles  # noqa: E402
+from keras_transformer import cli, textfiles
 
 cli.use_tensorflow_backend()
 
-from keras_transformer.evaluation import LENGTH_PENALTIES  # noqa: E402
-from keras_transformer.models import PRESETS  # noqa: E402
-from keras_transformer.training import STRATEGIES  # noqa: E402
-from keras_transformer.training.run import RunOptions  # noqa: E402
-from keras_transformer.training.sizing import MIN_UPDATES, WIDTHS, choose_width  # noqa: E402
+# `evaluation.LENGTH_PENALTIES`, `training.sizing.WIDTHS` and `MIN_UPDATES`,
+# spelled out so that parsing the command line (and --help) imports neither
+# Keras nor TensorFlow; tests/test_installed_command.py checks that they agree.
+LENGTH_PENALTIES = (0.6, 1.0, 1.5)
+WIDTHS = (256, 192, 128)
+MIN_UPDATES = 3000
 
 GERMAN = [
     "Guten Morgen!",
@@ -74,7 +73,7 @@ def parser():
     p.add_argument("--minutes", type=cli.non_negative_float, default=15.0,
                    help="training time budget; 0 trains for the preset's train_steps")
     p.add_argument("--steps", type=cli.positive_int, help="at most this many updates")
-    p.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    p.add_argument("--preset", choices=cli.PRESETS, default="small")
     p.add_argument("--width", choices=["auto"] + [str(w) for w in WIDTHS], default="auto",
                    help="the model's d_model (d_ff is four times it); auto: for the small "
                         "preset with a time budget, the widest that makes about "
@@ -91,13 +90,14 @@ def parser():
     p.add_argument("--alpha", type=cli.non_negative_float,
                    help="the length penalty (default: the best of "
                         f"{', '.join(map(str, LENGTH_PENALTIES))} on validation sentences)")
-    p.add_argument("--strategy", choices=STRATEGIES, default="default")
+    p.add_argument("--strategy", choices=cli.STRATEGIES, default="default")
     p.add_argument("--precision", default="auto",
                    help="float32, mixed_float16, mixed_bfloat16 or auto")
     p.add_argument("--test-sentences", type=cli.positive_int, default=500,
                    help="held-out whole sentences to score (per split)")
     p.add_argument("--test-pairs", type=cli.positive_int, default=1000,
                    help="held-out pairs of all kinds to score (per split)")
+    cli.add_verbose_argument(p)
     return p
 
 
@@ -107,7 +107,8 @@ def width(args, precision):
     whose measured update time here predicts `sizing.MIN_UPDATES` updates
     in the budget (so a slower CPU trains a narrower model that still makes
     enough updates); else the preset's."""
-    from keras_transformer.models import TransformerConfig
+    from keras_transformer.models import PRESETS, TransformerConfig
+    from keras_transformer.training.sizing import choose_width
 
     saved = os.path.join(args.output, "config.json")
     if args.width != "auto":
@@ -123,7 +124,8 @@ def width(args, precision):
 
 
 def train(args):
-    from keras_transformer.training.run import run_training
+    from keras_transformer.models import PRESETS
+    from keras_transformer.training.run import RunOptions, run_training
 
     precision = default_precision() if args.precision == "auto" else args.precision
     d_model = width(args, precision)

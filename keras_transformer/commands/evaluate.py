@@ -16,12 +16,9 @@ warning naming them (--overlong error refuses them).
 
 import argparse
 import itertools
-import os
 import warnings
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli, textfiles  # noqa: E402
+from keras_transformer import cli, textfiles
 
 cli.use_tensorflow_backend()
 
@@ -66,6 +63,7 @@ def main():
                         help="source lines longer than the model accepts (files only)")
     parser.add_argument("--show", type=cli.non_negative_int, default=5,
                         help="print this many sample translations")
+    cli.add_verbose_argument(parser)
     args = parser.parse_args()
 
     sources = lines = None

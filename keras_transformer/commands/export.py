@@ -6,14 +6,18 @@
     python export/export_model.py runs/ding --output exports/ding-int8 --quantization int8
     python export/export_model.py runs/ding --output exports/ding-ct2 \\
         --formats ctranslate2 --quantization int8
+    python export/export_model.py runs/ding --output exports/ding-litert --formats litert
 
 Writes model.keras, saved_model/ (text in, text out; needs TF Text's ops),
 saved_model_core/ (token ids in and out, core TF ops only), onnx/ (forward,
 encoder and decoder-step graphs for onnxruntime, and translate.onnx: text in,
 text out, beam search inside) and export.json; with --formats ctranslate2
 also ctranslate2/ (for CTranslate2, an optional dependency: pip install
-".[ctranslate2]"). `--quantization int8` stores the weights of the ONNX
-graphs and of the CTranslate2 model as int8; `--precision bfloat16` makes
+".[ctranslate2]"); with --formats litert, litert/ (translate.tflite and
+search_ids.tflite, for LiteRT on phones: docs/on-device.md).
+`--quantization int8` stores the weights of the ONNX graphs, of the
+CTranslate2 model and of the LiteRT files as int8, `float16` those of the
+LiteRT files as float16; `--precision bfloat16` makes
 the SavedModels decode in bfloat16. Each format is loaded back and compared
 with the in-process model before the folder is moved into place; on any
 failure or Ctrl-C nothing is left behind and an earlier export is kept. An
@@ -23,19 +27,15 @@ is loaded).
 
 import argparse
 import json
-import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli, textfiles  # noqa: E402
+from keras_transformer import cli, textfiles
 
 cli.use_tensorflow_backend()
 
-from keras_transformer.export import (  # noqa: E402
+from keras_transformer.export.formats import (  # noqa: E402
     DEFAULT_FORMATS,
     FORMATS,
     QUANTIZATIONS,
-    export_run,
 )
 
 
@@ -47,15 +47,19 @@ def main():
     parser.add_argument("--formats", nargs="+", choices=FORMATS, default=list(DEFAULT_FORMATS),
                         help=f"default: {' '.join(DEFAULT_FORMATS)}")
     parser.add_argument("--quantization", choices=QUANTIZATIONS, default="float32",
-                        help="weights of the formats that can store int8 (the ONNX graphs, CTranslate2)")
+                        help="weights of the formats that can store int8 (the ONNX graphs, "
+                             "CTranslate2, LiteRT) or float16 (LiteRT)")
     parser.add_argument("--model-file", help="default: averaged.keras, else model.keras")
     parser.add_argument("--checkpoint", help="export a training checkpoint instead")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing export")
     cli.add_precision_argument(parser, help="the precision the SavedModels decode in (default: "
                                             "float32; bfloat16 is faster on CPUs with AVX-512 "
                                             "BF16 or AMX, float16 is for GPUs)")
+    cli.add_verbose_argument(parser)
     args = parser.parse_args()
     textfiles.check_output(args.output, args.overwrite, folder=True)
+    from keras_transformer.export import export_run
+
     report = export_run(args.run_dir, args.output, formats=args.formats,
                         model_file=args.model_file, checkpoint=args.checkpoint,
                         overwrite=args.overwrite, quantization=args.quantization,

@@ -13,11 +13,8 @@ train.py --init-from. It is written whole or not at all.
 """
 
 import argparse
-import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli, textfiles  # noqa: E402
+from keras_transformer import cli, textfiles
 
 cli.use_tensorflow_backend()
 
@@ -33,6 +30,7 @@ def main(argv=None):
     p.add_argument("--allow-pytorch-pickle", action="store_true",
                    help="read pytorch_model.bin with PyTorch's weights_only=True loader when "
                         "there is no model.safetensors")
+    cli.add_verbose_argument(p)
     args = p.parse_args(argv)
     textfiles.check_output(args.output, args.overwrite, folder=True)  # before the download
     model, tokenizer = from_preset(args.source, allow_pytorch_pickle=args.allow_pytorch_pickle)

@@ -20,9 +20,8 @@ otherwise. A local --output appears whole, only when the job succeeds.
 import argparse
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli  # noqa: E402
+from keras_transformer import cli
+from keras_transformer.sentencepiece_proto import TOKENIZER_TYPES
 
 cli.use_tensorflow_backend()
 
@@ -42,6 +41,8 @@ def parser():
                            help="a training run or imported model whose tokenizer to use")
     tokenizer.add_argument("--vocab-size", type=cli.positive_int,
                            help="train a SentencePiece model of this many pieces on the corpus")
+    p.add_argument("--tokenizer-type", choices=TOKENIZER_TYPES, default="bpe",
+                   help="the SentencePiece algorithm of a --vocab-size model (see train)")
     p.add_argument("--max-length", type=cli.positive_int,
                    help="longest pair in tokens, end token included (default: the --tokenizer "
                         "run's)")
@@ -52,6 +53,7 @@ def parser():
                    help="pieces the corpus is read in, in parallel (default: --shards)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     p.add_argument("--seed", type=int, default=1234, help="for --vocab-size")
+    cli.add_verbose_argument(p)
     return p
 
 
@@ -84,8 +86,9 @@ def main(argv=None):
     if args.vocab_size:
         tokenizer = data.train_corpus_tokenizer(
             corpus, os.path.join(tempfile.mkdtemp(), data.tokenizer.MODEL_FILE), args.vocab_size,
-            seed=args.seed)
-    settings = {key: value for key, value in vars(args).items() if key != "overwrite"}
+            seed=args.seed, model_type=args.tokenizer_type)
+    settings = {key: value for key, value in vars(args).items()
+                if key not in ("overwrite", "verbose")}
     info = prepare_data(corpus, tokenizer, args.output, args.shards, max_length, beam_args,
                         parts=args.parts, overwrite=args.overwrite,
                         settings=settings | {"beam_options": beam_args})

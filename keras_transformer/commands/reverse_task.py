@@ -13,19 +13,20 @@ from keras_transformer import cli
 
 cli.use_tensorflow_backend()
 
-import keras  # noqa: E402
-
-from keras_transformer.data import token_batches  # noqa: E402
-from keras_transformer.data.synthetic import REVERSE_VOCAB, exact_match, reverse_task  # noqa: E402
-from keras_transformer.models import BASE, transformer  # noqa: E402
-from keras_transformer.training import Trainer, make_strategy, paper_optimizer  # noqa: E402
-
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=cli.HelpFormatter)
     parser.add_argument("--steps", type=cli.positive_int, default=2000)
+    cli.add_verbose_argument(parser)
     args = parser.parse_args()
+    import keras
+
+    from keras_transformer.data import token_batches
+    from keras_transformer.data.synthetic import REVERSE_VOCAB, exact_match, reverse_task
+    from keras_transformer.models import BASE, transformer
+    from keras_transformer.training import Trainer, make_strategy, paper_optimizer
+
     keras.utils.set_random_seed(0)
     config = BASE.replace(num_encoder_layers=2, num_decoder_layers=2, d_model=64, d_ff=256,
                           num_heads=4, dropout=0.0, max_length=16, warmup_steps=400)

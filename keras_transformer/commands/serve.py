@@ -24,17 +24,15 @@ the serve extra: pip install "keras-transformer[serve]".
 
 import argparse
 import ipaddress
-import os
 import signal
 import socket
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli  # noqa: E402
+from keras_transformer import cli
 
 cli.use_tensorflow_backend()
 
 from keras_transformer import runtimes  # noqa: E402
+from keras_transformer.languages import languages  # noqa: E402
 
 
 INTERRUPTED = "the server stopped after answering the requests in flight"
@@ -59,7 +57,7 @@ def parser():
     cli.add_search_arguments(decoding, "beam width; a request's alternatives go up to it less "
                                        "one")
     decoding.add_argument("--threads", type=cli.positive_int,
-                          help="CPU threads of a CTranslate2 or ONNX model")
+                          help="CPU threads of a CTranslate2, ONNX or LiteRT model")
     limits = p.add_argument_group("batching and limits")
     limits.add_argument("--batch-tokens", type=cli.positive_int,
                         help="source tokens a batch holds at most (default: 2048 for beam "
@@ -74,6 +72,7 @@ def parser():
     limits.add_argument("--max-request-bytes", type=cli.positive_int, default=262144,
                         help="the largest request body; beyond, 413")
     p.add_argument("--access-log", action="store_true", help="log every request")
+    cli.add_verbose_argument(p)
     return p
 
 
@@ -116,7 +115,7 @@ def main():
     runtimes.check_runtime(args.model, runtime_name, decoding)
     pair = (args.source_language, args.target_language)
     if not all(pair):
-        known = runtimes.languages(args.model) or (None, None)
+        known = languages(args.model) or (None, None)
         pair = tuple(given or found for given, found in zip(pair, known))
     if not all(pair):
         raise ValueError(f"{args.model} does not say which languages it translates; give "

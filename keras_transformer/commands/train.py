@@ -25,14 +25,17 @@ rate (keras_transformer.training.fine_tuning_recipe). The Keras backend
 """
 
 import argparse
-import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from keras_transformer import cli
 
-from keras_transformer import cli  # noqa: E402
-from keras_transformer.models import PRESETS, TransformerConfig  # noqa: E402
-from keras_transformer.training import PRECISIONS, backends  # noqa: E402
-from keras_transformer.training.run import RunOptions, run_training  # noqa: E402
+from keras_transformer.sentencepiece_proto import TOKENIZER_TYPES
+
+# `training.run.RunOptions`' defaults, spelled out so that parsing the
+# command line (and --help) imports neither Keras nor TensorFlow;
+# tests/test_installed_command.py checks that they agree.
+DEFAULTS = dict(dataset="ding", ding_path="/usr/share/trans/de-en", vocab_size=8000,
+                tokenizer_type="bpe", sentence_repeats=1, preset="small",
+                checkpoint_every_steps=500, eval_every_steps=500, bleu_sentences=200, seed=1234)
 
 
 def parser():
@@ -40,20 +43,24 @@ def parser():
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--output", required=True, help="output folder (resumed if it exists)")
     data = p.add_argument_group("data")
-    data.add_argument("--dataset", default="ding",
+    data.add_argument("--dataset", default=DEFAULTS["dataset"],
                       help="'ding', a TFDS translation dataset, or a folder of local files")
     data.add_argument("--source-language")
     data.add_argument("--target-language")
     data.add_argument("--data-dir", help="TFDS data folder")
-    data.add_argument("--ding-path", default=RunOptions.ding_path)
-    data.add_argument("--vocab-size", type=cli.positive_int, default=RunOptions.vocab_size,
+    data.add_argument("--ding-path", default=DEFAULTS["ding_path"])
+    data.add_argument("--vocab-size", type=cli.positive_int, default=DEFAULTS["vocab_size"],
                       help="SentencePiece vocabulary (the paper: about 37000 for EN-DE)")
+    data.add_argument("--tokenizer-type", choices=TOKENIZER_TYPES,
+                      default=DEFAULTS["tokenizer_type"],
+                      help="SentencePiece algorithm: bpe (the paper's), or unigram, which an "
+                           "export's LiteRT file can tokenize inside (docs/on-device.md)")
     data.add_argument("--sentence-repeats", type=cli.positive_int,
-                      default=RunOptions.sentence_repeats,
+                      default=DEFAULTS["sentence_repeats"],
                       help="read each pair whose source is a whole sentence (4+ words ending "
                            "in . ? or !) this many times per pass")
     model = p.add_argument_group("model and recipe")
-    model.add_argument("--preset", choices=sorted(PRESETS), default=RunOptions.preset)
+    model.add_argument("--preset", choices=cli.PRESETS, default=DEFAULTS["preset"])
     model.add_argument("--init-from", metavar="RUN",
                        help="fine-tune the model of this run or imported folder (replaces "
                             "--preset and --vocab-size)")
@@ -68,34 +75,39 @@ def parser():
     model.add_argument("--accumulate", type=cli.positive_int, default=1,
                        help="micro-batches per update (gradient accumulation)")
     hardware = p.add_argument_group("hardware")
-    hardware.add_argument("--strategy", choices=backends.ALL_STRATEGIES, default="default",
+    hardware.add_argument("--strategy", choices=cli.ALL_STRATEGIES, default="default",
                           help="mirrored, multi_worker, tpu: TensorFlow's tf.distribute; "
                                "data-parallel: keras.distribution on JAX (every local device, "
                                "or every host's with KERAS_DISTRIBUTION_* set)")
-    hardware.add_argument("--precision", choices=PRECISIONS, default="float32")
+    hardware.add_argument("--precision", choices=cli.TRAINING_PRECISIONS, default="float32")
     hardware.add_argument("--xla", action="store_true",
                           help="compile the training step with XLA (TensorFlow; JAX always does)")
     logging = p.add_argument_group("checkpoints and logs")
     logging.add_argument("--checkpoint-every-steps", type=cli.non_negative_int,
-                         default=RunOptions.checkpoint_every_steps, help="0: none by steps")
+                         default=DEFAULTS["checkpoint_every_steps"], help="0: none by steps")
     logging.add_argument("--checkpoint-every-minutes", type=cli.positive_float)
     logging.add_argument("--keep-checkpoints", type=cli.positive_int,
                          help="default: the preset's average_checkpoints")
     logging.add_argument("--eval-every-steps", type=cli.positive_int,
-                         default=RunOptions.eval_every_steps,
+                         default=DEFAULTS["eval_every_steps"],
                          help="validation loss and BLEU interval")
     logging.add_argument("--bleu-sentences", type=cli.non_negative_int,
-                         default=RunOptions.bleu_sentences)
-    logging.add_argument("--seed", type=int, default=RunOptions.seed)
+                         default=DEFAULTS["bleu_sentences"])
+    logging.add_argument("--seed", type=int, default=DEFAULTS["seed"])
+    cli.add_verbose_argument(p)
     return p
 
 
 def options_from(args):
+    from keras_transformer.models import TransformerConfig
+    from keras_transformer.training.run import RunOptions
+
     return RunOptions(
         output_dir=args.output, init_from=args.init_from, dataset=args.dataset, source_language=args.source_language,
         target_language=args.target_language, data_dir=args.data_dir, ding_path=args.ding_path,
         preset=args.preset, overrides=TransformerConfig.parse_overrides(args.overrides),
-        vocab_size=args.vocab_size, strategy=args.strategy, precision=args.precision,
+        vocab_size=args.vocab_size, tokenizer_type=args.tokenizer_type, strategy=args.strategy,
+        precision=args.precision,
         xla=args.xla, steps=args.steps, time_budget_minutes=args.time_budget_minutes,
         batch_tokens=args.batch_tokens, accumulation_steps=args.accumulate,
         checkpoint_every_steps=args.checkpoint_every_steps,
@@ -109,15 +121,18 @@ def options_from(args):
 def parse(argv=None):
     p = parser()
     args = p.parse_args(argv)
-    if args.init_from and (args.preset != RunOptions.preset or args.vocab_size != RunOptions.vocab_size):
-        p.error("--init-from takes the model and tokenizer of that run; drop --preset and "
-                "--vocab-size (change fields with --set FIELD=VALUE).")
+    if args.init_from and (args.preset != DEFAULTS["preset"]
+                           or args.vocab_size != DEFAULTS["vocab_size"]
+                           or args.tokenizer_type != DEFAULTS["tokenizer_type"]):
+        p.error("--init-from takes the model and tokenizer of that run; drop --preset, "
+                "--vocab-size and --tokenizer-type (change fields with --set FIELD=VALUE).")
     if args.checkpoint_every_steps == 0 and not args.checkpoint_every_minutes:
         p.error("--checkpoint-every-steps 0 needs --checkpoint-every-minutes (a run must "
                 "save checkpoints to be resumed and averaged).")
+    from keras_transformer.training import backends
+
     backends.check(args.strategy, args.xla, precision=args.precision)
     return args
-
 
 
 INTERRUPTED = cli.RESUMABLE
@@ -125,4 +140,7 @@ INTERRUPTED = cli.RESUMABLE
 
 def main():
     """Trains, resumes or fine-tunes the run the command line describes."""
-    run_training(options_from(parse()))
+    args = parse()
+    from keras_transformer.training.run import run_training
+
+    run_training(options_from(args))

@@ -19,15 +19,18 @@ sorted by length, cut into batches of --batch-tokens source tokens and
 translated, and its lines written in their order, so that memory does not
 grow with the file. A progress line (lines, tokens per second, time left)
 shows on standard error when it is a terminal.
+
+--runtime translates an export (keras-transformer export) with one of its
+formats, as serve does: saved_model, ctranslate2, onnx or litert
+(keras_transformer/runtimes.py says what each needs).
+
+    python examples/translate.py exports/ding --runtime litert --input de.txt
 """
 
 import argparse
 import itertools
-import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli, textfiles  # noqa: E402
+from keras_transformer import cli, textfiles
 
 cli.use_tensorflow_backend()
 
@@ -54,10 +57,41 @@ def refuse_overlong_lines(translator, source, lines, window):
     cli.overlong_lines(source, too_long, max_source_tokens(translator.model), refuse=True)
 
 
+def translate_with_runtime(args, source, lines):
+    """Translates the lines with an export's runtime (`--runtime`), window
+    by window as the Translator does (`runtimes.translate_sorted`)."""
+    from keras_transformer import runtimes
+
+    decoding = runtimes.Decoding(args.beam_size, args.alpha, args.decode_margin,
+                                 args.sampling_topk, args.sampling_temperature, args.seed)
+    runtime = runtimes.open_runtime(args.run_dir, args.runtime, decoding, args.threads)
+    limit = runtime.max_source_tokens
+    if args.overlong == "error":
+        lines = list(lines)
+        cli.overlong_lines(source.name, [i + 1 for i, n in enumerate(runtime.source_lengths(lines))
+                                         if n > limit], limit, refuse=True)
+    progress = cli.Progress(textfiles.count_lines(args.input) if args.input else None)
+    with textfiles.line_writer(args.output) as write:
+        for start, window in windows(lines, args.window):
+            for note in source.new_warnings():
+                cli.warn(note)
+            cli.overlong_lines(source.name, [start + i + 1 for i, n in enumerate(
+                runtime.source_lengths(window)) if n > limit], limit, refuse=False)
+            results = runtimes.translate_sorted(runtime, window, args.n_best or 1,
+                                                args.batch_tokens, args.batch_size,
+                                                on_batch=progress.update)
+            if args.n_best:
+                write(["\t".join(f"{text}\t{score:.4f}" for text, score in row)
+                       for row in results])
+            else:
+                write([row[0][0] for row in results])
+    progress.close()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=cli.HelpFormatter)
-    parser.add_argument("run_dir", help="a training output folder")
+    parser.add_argument("run_dir", help="a training output folder (or an export, with --runtime)")
     parser.add_argument("--input", help="the sentences, one a line (default: standard input)")
     parser.add_argument("--output", help="the translations, one a line (default: standard "
                                             "output)")
@@ -80,10 +114,23 @@ def main():
                         help="lines longer than the model accepts: cut them (with a warning "
                              "naming them) or stop before translating")
     cli.add_sampling_arguments(parser)
+    from keras_transformer.runtimes import RUNTIMES
+
+    parser.add_argument("--runtime", choices=RUNTIMES,
+                        help="translate an export with this runtime (default: keras, the "
+                             "Translator on the folder's .keras model)")
+    parser.add_argument("--threads", type=cli.positive_int,
+                        help="CPU threads of a CTranslate2, ONNX or LiteRT model (default: the "
+                             "runtime's own choice)")
+    cli.add_verbose_argument(parser)
     args = parser.parse_args()
     cli.check_sampling(parser, args)
     if args.sampling_topk is not None and args.n_best:
         parser.error("--sampling-topk draws one translation; leave out --n-best")
+    by_runtime = args.runtime not in (None, "keras")
+    if by_runtime and (args.model_file or args.precision):
+        parser.error("--model-file and --precision are the keras runtime's; leave them out with "
+                     f"--runtime {args.runtime}")
 
     # Everything that can be wrong with the files is found before the model
     # is loaded.
@@ -98,6 +145,9 @@ def main():
         return
     lines = itertools.chain([first], lines)
 
+    if by_runtime:
+        translate_with_runtime(args, source, lines)
+        return
     share_cores()
     from keras_transformer.decoding import Sampling, Translator
 

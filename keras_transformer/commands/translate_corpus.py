@@ -24,11 +24,8 @@ know are Apache Beam pipeline options (--runner, --project, ...).
 """
 
 import argparse
-import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli  # noqa: E402
+from keras_transformer import cli
 
 cli.use_tensorflow_backend()
 
@@ -58,8 +55,10 @@ def parser():
                    help="translation files to write (0: the runner chooses)")
     p.add_argument("--parallel-corpus", action="store_true",
                    help="also write corpus/train.tsv: translation TAB source")
-    p.add_argument("--threads", type=cli.positive_int, help="CPU threads of a CTranslate2 model")
+    p.add_argument("--threads", type=cli.positive_int,
+                   help="CPU threads of a CTranslate2, ONNX or LiteRT model")
     cli.add_sampling_arguments(p)
+    cli.add_verbose_argument(p)
     return p
 
 

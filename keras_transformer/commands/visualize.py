@@ -11,11 +11,8 @@ gives one to attend over. An existing --output is only replaced with
 """
 
 import argparse
-import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from keras_transformer import cli, textfiles  # noqa: E402
+from keras_transformer import cli, textfiles
 
 cli.use_tensorflow_backend()
 
@@ -33,6 +30,7 @@ def main():
     parser.add_argument("--output", default="attention.png")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     parser.add_argument("--model-file")
+    cli.add_verbose_argument(parser)
     args = parser.parse_args()
     if args.layer == 0 or args.layer < -1:
         parser.error(f"--layer counts from 1 (or is -1 for the last), not {args.layer}")

@@ -3,20 +3,28 @@
 - `corpus(name)`: TFDS translation datasets, the Ding dictionary, local files.
 - `train_tokenizer`, `Tokenizer`: the shared SentencePiece vocabulary;
   `load_tokenizer`: a run folder's tokenizer, ours or an imported model's.
-- `encode_pairs`, `length_report`, `token_batches`: ids, length filtering
+- `encode_pairs` (`encode_blocks`: a block of pairs at a time), `length_report`,
+  `token_batches` (`block_token_batches`): ids, length filtering
   (counted, never silent) and token-budget batching by length buckets
   (`shape_boundaries`: the few fixed shapes of batches for XLA).
 - `is_full_sentence`, `repeat_full_sentences`: whole sentences among a
   dictionary's words and phrases, read more often in training.
 - `PreparedCorpus` (`corpus("prepared:DIR")`): training data tokenized once
   by `examples/prepare_data.py`.
+
+The corpora (`corpus`, `Corpus`, `DingDeEn`, and the modules `corpora` and
+`ding`) are imported on first use: they load TensorFlow Datasets, about a
+second of a translation's start-up that reads no corpus.
 """
+
+import importlib
 
 from keras_transformer.data.batching import (
     LengthReport,
     batch_count,
     block_token_batches,
     bucket_boundaries,
+    encode_blocks,
     encode_pairs,
     fits,
     length_filter,
@@ -24,8 +32,6 @@ from keras_transformer.data.batching import (
     shape_boundaries,
     token_batches,
 )
-from keras_transformer.data.corpora import Corpus, corpus
-from keras_transformer.data.ding import DingDeEn
 from keras_transformer.data.prepared import PreparedCorpus
 from keras_transformer.data.sentences import (
     is_full_sentence,
@@ -48,6 +54,24 @@ from keras_transformer.data.tokenizer import (
     train_tokenizer,
 )
 
+# Names imported on first use, and the modules that define them.
+_LAZY = {"Corpus": "corpora", "corpus": "corpora", "DingDeEn": "ding"}
+_LAZY_MODULES = ("corpora", "ding")
+
+
+def __getattr__(name):
+    """Imports the corpora when first used (see the module docstring)."""
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY) | set(_LAZY_MODULES))
+
+
 __all__ = [
     "BOS_ID",
     "EOS_ID",
@@ -62,6 +86,7 @@ __all__ = [
     "block_token_batches",
     "bucket_boundaries",
     "corpus",
+    "encode_blocks",
     "encode_pairs",
     "clean_texts",
     "fits",

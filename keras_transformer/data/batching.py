@@ -53,6 +53,23 @@ def encode_pairs(pairs, tokenizer, parallel=True):
     return pairs.map(encode, num_parallel_calls=tf.data.AUTOTUNE if parallel else None)
 
 
+ENCODE_BLOCK = 512
+"""Pairs `encode_blocks` tokenizes in one call."""
+
+
+def encode_blocks(pairs, tokenizer, block=ENCODE_BLOCK):
+    """`encode_pairs` of `pairs` a block of `block` at a time: ragged
+    `(block, None)` ids (the last block smaller), in the pairs' order, for
+    `block_token_batches` (and `length_report`).
+
+    tf.data runs a function for each element with a fixed cost of its own,
+    and tf-text's tokenizer takes a batch of strings as cheaply as a few:
+    tokenizing pair by pair, then bucketing pair by pair, was what limited
+    training's first pass over its corpus (docs/benchmarks.md, "Training
+    input"). Blocks keep the order, so a pass holds the same pairs."""
+    return encode_pairs(pairs.batch(block), tokenizer)
+
+
 def _join(ids, special, at_end):
     """`ids` with one `special` id added at the end or the start (of each
     row, for a ragged batch)."""
@@ -96,15 +113,22 @@ class LengthReport:
 
 
 def length_report(encoded, max_length):
-    """Counts, in one pass over `encoded`, the pairs `length_filter` keeps and drops."""
+    """Counts, in one pass over `encoded` (pairs, or blocks of them as
+    `encode_blocks` gives), the pairs `length_filter` keeps and drops."""
+
+    def lengths(ids):
+        if isinstance(ids, tf.RaggedTensor):
+            return tf.cast(ids.row_lengths(), tf.int64)
+        return tf.cast(tf.size(ids), tf.int64)
 
     def count(totals, pair):
-        kept = tf.cast(fits(tf.size(pair[0]), tf.size(pair[2]), max_length), tf.int64)
+        source, label = lengths(pair[0]), lengths(pair[2])
+        kept = tf.cast(fits(source, label, max_length), tf.int64)
         return (
-            totals[0] + kept,
-            totals[1] + 1 - kept,
-            totals[2] + kept * tf.cast(tf.size(pair[0]), tf.int64),
-            totals[3] + kept * tf.cast(tf.size(pair[2]), tf.int64),
+            totals[0] + tf.reduce_sum(kept),
+            totals[1] + tf.reduce_sum(1 - kept),
+            totals[2] + tf.reduce_sum(kept * source),
+            totals[3] + tf.reduce_sum(kept * label),
         )
 
     zero = tf.constant(0, tf.int64)

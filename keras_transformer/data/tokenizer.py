@@ -23,6 +23,8 @@ import sentencepiece
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_transformer import sentencepiece_proto
+from keras_transformer.sentencepiece_proto import TOKENIZER_TYPES
 from keras_transformer.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.textfiles import clean_text
 
@@ -48,13 +50,15 @@ def train_tokenizer(texts, model_path, vocab_size, max_sentences=2_000_000,
         vocab_size: number of pieces including the four special ids (the
             paper's EN-DE vocabulary has about 37,000).
         max_sentences: SentencePiece samples at most this many lines.
-        model_type: "bpe" (the paper) or "unigram".
+        model_type: one of `TOKENIZER_TYPES`.
 
     Returns:
         A `Tokenizer` on the new model.
     """
     if vocab_size < 8:
         raise ValueError(f"vocab_size must be at least 8; got {vocab_size}.")
+    if model_type not in TOKENIZER_TYPES:
+        raise ValueError(f"model_type must be one of {TOKENIZER_TYPES}; got {model_type!r}.")
     model_path = os.fspath(model_path)
     if not model_path.endswith(".model"):
         raise ValueError(f"model_path must end in .model; got {model_path!r}.")
@@ -82,16 +86,19 @@ def train_tokenizer(texts, model_path, vocab_size, max_sentences=2_000_000,
     return Tokenizer(model_path)
 
 
-def train_corpus_tokenizer(corpus, model_path, vocab_size, max_sentences=1_000_000, seed=1234):
+def train_corpus_tokenizer(corpus, model_path, vocab_size, max_sentences=1_000_000, seed=1234,
+                           model_type="bpe"):
     """Trains the shared SentencePiece model on both sides of the first
     `max_sentences` pairs of `corpus`'s training split (a `Corpus`), with
     SentencePiece's sampling seeded, so that every process that does it
-    builds the same model (see `train_tokenizer`)."""
+    builds the same model (see `train_tokenizer`; `model_type` is one of
+    `TOKENIZER_TYPES`)."""
     sentencepiece.set_random_generator_seed(seed)
     pairs = corpus.pairs("train").take(max_sentences).as_numpy_iterator()
-    print(f"Training a {vocab_size}-piece SentencePiece BPE model on {corpus.source_language} "
-          f"and {corpus.target_language} training text ...")
-    return train_tokenizer(itertools.chain.from_iterable(pairs), model_path, vocab_size)
+    print(f"Training a {vocab_size}-piece SentencePiece {model_type} model on "
+          f"{corpus.source_language} and {corpus.target_language} training text ...")
+    return train_tokenizer(itertools.chain.from_iterable(pairs), model_path, vocab_size,
+                           model_type=model_type)
 
 
 MODEL_FILE = "tokenizer.model"
@@ -169,6 +176,10 @@ class Tokenizer(tf.Module):
     Args:
         model: path of a `.model` file, or its bytes.
 
+    Attributes:
+        model_type: the SentencePiece algorithm ("bpe", "unigram", ...), as
+            the model file records it.
+
     Create tokenizers after seeding: `tf.random.set_seed` (which
     `keras.utils.set_random_seed` calls) clears TensorFlow's kernel cache,
     and with it tf-text's kernel-owned SentencePiece resource of a tokenizer
@@ -204,6 +215,7 @@ class Tokenizer(tf.Module):
                 "with keras_transformer.data.train_tokenizer."
             )
         self.model_proto = model
+        self.model_type = sentencepiece_proto.model_type(model)
         self.vocab_size = self.target_vocab_size = processor.vocab_size()
         self.pad_id, self.unk_id, self.bos_id, self.eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
         self._processor = processor

@@ -13,23 +13,38 @@
 - `onnx_beam_search`, `onnx_text`: `translate.onnx`, one file with the
   tokenizer and onnxruntime's BeamSearch operator inside; `translate_onnx.py`
   runs it with only onnxruntime and onnxruntime-extensions.
+- `litert_model`: `translate.tflite` and `search_ids.tflite`, LiteRT files
+  with the beam search (and SentencePiece) inside; `translate_litert.py`
+  runs them with a LiteRT interpreter and tf-text's kernels.
 
-The exporter is imported on first use, so that the runners can be imported
-without loading TensorFlow.
+Each name is imported on first use, from the module that defines it, so
+that the runners load no TensorFlow and `formats` (what `keras-transformer
+export` offers) loads nothing.
 """
 
 import importlib
 
-from keras_transformer.export.ctranslate2_translator import QUANTIZATIONS, CTranslate2Translator
-from keras_transformer.export.onnx_runner import OnnxSearch, OnnxTranslator
+# Names imported on first use, and the modules that define them.
+_LAZY = {
+    "CTranslate2Translator": "ctranslate2_translator",
+    "DEFAULT_FORMATS": "formats",
+    "FORMATS": "formats",
+    "OnnxSearch": "onnx_runner",
+    "OnnxTranslator": "onnx_runner",
+    "QUANTIZATIONS": "formats",
+    "export_run": "exporter",
+    "load_for_export": "exporter",
+}
 
-_EXPORTER_NAMES = ("DEFAULT_FORMATS", "FORMATS", "export_run", "load_for_export")
-
-__all__ = ["CTranslate2Translator", "DEFAULT_FORMATS", "FORMATS", "OnnxSearch", "OnnxTranslator",
-           "QUANTIZATIONS", "export_run", "load_for_export"]
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name):
-    if name in _EXPORTER_NAMES:
-        return getattr(importlib.import_module("keras_transformer.export.exporter"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """Imports a name's module when the name is first used."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

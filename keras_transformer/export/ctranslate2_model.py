@@ -36,10 +36,10 @@ import numpy as np
 
 from keras_transformer.export.ctranslate2_translator import (
     DEFAULTS_FILE,
-    QUANTIZATIONS,
     ctranslate2_length_penalty,
     require_ctranslate2,
 )
+from keras_transformer.export.formats import QUANTIZATIONS
 
 # Keras activation names (as `TransformerConfig.activation` holds them) ->
 # CTranslate2's `Activation` member names. Keras' "gelu" is the exact (erf) one.

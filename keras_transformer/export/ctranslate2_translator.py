@@ -46,8 +46,6 @@ from keras_transformer.export.text_tokenizer import text_tokenizer
 from keras_transformer.textfiles import clean_text, read_json, truncation_warning
 
 DEFAULTS_FILE = "decoding.json"
-QUANTIZATIONS = ("float32", "int8")
-"""How the weights of an export may be stored (`export_run(quantization=...)`)."""
 
 
 def require_ctranslate2():

@@ -18,16 +18,21 @@ Layout of an export folder:
                            decoding.json and the tokenizer files, for
                            CTranslate2 (only when asked for: an optional
                            dependency)
+    litert/                translate.tflite (text in, text out, or ids in
+                           for a BPE tokenizer) and search_ids.tflite (ids
+                           in, ids out), LiteRT files with the beam search
+                           inside (`litert_model`; only when asked for)
     export.json            what was exported and what the checks measured, and
                            the languages the run translates where its folder
-                           says (`runtimes.languages`: what serve lists)
+                           says (`languages.languages`: what serve lists)
 
 `quantization="int8"` stores the ONNX graphs' weights as int8 and runs
 their matmuls in int8 with activations quantized row by row
 (`onnx_int8`), so that a sentence's translation does not depend on its
 batch: they are first written and checked in float32, then quantized and
 checked to load and translate, and how often they agree with float32 goes
-into the report.
+into the report. The LiteRT files are checked the same way with LiteRT's
+own int8 (dynamic range) or float16 weights; float16 is LiteRT's only.
 
 Everything is written to a temporary folder next to the destination; a
 failure (a missing or corrupt model, checkpoint or tokenizer, a check that
@@ -47,7 +52,7 @@ import onnx
 import onnxruntime
 import tensorflow as tf
 
-from keras_transformer import runtimes
+from keras_transformer.languages import languages
 from keras_transformer.data import load_tokenizer
 from keras_transformer.decoding import (
     Translator,
@@ -55,9 +60,10 @@ from keras_transformer.decoding import (
     greedy_search,
     load_model_and_tokenizer,
 )
-from keras_transformer.decoding.translator import encode_sources, max_source_tokens
+from keras_transformer.decoding.translator import encode_sources, max_source_tokens, search
 from keras_transformer.export import (
     ctranslate2_model,
+    litert_model,
     onnx_beam_search,
     onnx_graphs,
     onnx_int8,
@@ -65,10 +71,10 @@ from keras_transformer.export import (
     saved_model,
 )
 from keras_transformer.export.ctranslate2_translator import (
-    QUANTIZATIONS,
     CTranslate2Translator,
     require_ctranslate2,
 )
+from keras_transformer.export.formats import DEFAULT_FORMATS, FORMATS, QUANTIZATIONS
 from keras_transformer.export.onnx_runner import CONFIG_FILE, OnnxSearch
 from keras_transformer.models import (
     DECODING_PRECISIONS,
@@ -78,10 +84,8 @@ from keras_transformer.models import (
 )
 from keras_transformer.textfiles import TruncationWarning, check_output, replace_folder
 
-FORMATS = ("keras", "saved_model", "onnx", "ctranslate2")
-DEFAULT_FORMATS = ("keras", "saved_model", "onnx")
-"""What `export_run` writes unless told: CTranslate2 is an optional dependency."""
 TRANSLATE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "translate_onnx.py")
+LITERT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "translate_litert.py")
 # The last starts with a language code: one id for a multilingual OPUS-MT
 # model's tokenizer (unk if its vocabulary lacks it), plain text for others.
 CHECK_SENTENCES = ("", "Guten Morgen!", "Das Haus ist groß.",
@@ -148,9 +152,10 @@ def export_run(run_dir, output_dir, formats=DEFAULT_FORMATS, model_file=None, ch
     """Exports a training output folder; returns the report in export.json.
 
     `quantization` is how the formats that can store weights in another
-    type do so: "float32", or "int8" (the ONNX graphs, CTranslate2). A
-    float32 export is checked for exactness; an int8 one for loading and
-    translating, with its agreement measured and reported. `precision` is
+    type do so: "float32", "int8" (the ONNX graphs, CTranslate2, LiteRT) or
+    "float16" (LiteRT). A float32 export is checked for exactness; an int8
+    or float16 one for loading and translating, with its agreement
+    measured and reported. `precision` is
     the one the SavedModels decode in ("bfloat16" is faster on CPUs with
     AVX-512 BF16 or AMX, "float16" on GPUs; see `models.in_precision`),
     checked as `_write_and_check_saved_models` says.
@@ -170,6 +175,9 @@ def export_run(run_dir, output_dir, formats=DEFAULT_FORMATS, model_file=None, ch
         raise ValueError(f"Unknown quantization {quantization!r}; choose from {QUANTIZATIONS}.")
     if precision not in DECODING_PRECISIONS:
         raise ValueError(f"precision must be one of {DECODING_PRECISIONS}; got {precision!r}.")
+    if quantization == "float16" and {"onnx", "ctranslate2"} & set(formats):
+        raise ValueError("float16 weights are for the litert format only; export the onnx and "
+                         "ctranslate2 formats apart, in float32 or int8.")
     if "ctranslate2" in formats:
         require_ctranslate2()
     output_dir = check_output(output_dir, overwrite, folder=True,
@@ -177,9 +185,11 @@ def export_run(run_dir, output_dir, formats=DEFAULT_FORMATS, model_file=None, ch
     model, tokenizer = load_for_export(run_dir, model_file, checkpoint)
     if "ctranslate2" in formats:
         ctranslate2_model.check_exportable(model.config)
+    if "litert" in formats:
+        litert_model.check_exportable(tokenizer)
     with replace_folder(output_dir, prefix=".export-") as scratch:
         report = _write_and_check(model, tokenizer, scratch, formats, quantization, precision)
-        report["languages"] = runtimes.languages(run_dir)
+        report["languages"] = languages(run_dir)
         with open(os.path.join(scratch, "export.json"), "w") as file:
             json.dump(report, file, indent=2)
     return report
@@ -216,6 +226,10 @@ def _write_and_check(model, tokenizer, folder, formats, quantization, precision)
         report["formats"]["ctranslate2"] = {
             "path": "ctranslate2", "quantization": quantization,
             **_check_ctranslate2(model, tokenizer, directory, exact=quantization == "float32")}
+
+    if "litert" in formats:
+        report["formats"]["litert"] = _write_and_check_litert(
+            model, tokenizer, os.path.join(folder, "litert"), source, quantization)
     return report
 
 
@@ -380,6 +394,84 @@ def _write_and_check_onnx(model, tokenizer, directory, inputs, expected_logits, 
     return report
 
 
+def _write_and_check_litert(model, tokenizer, directory, source_ids, quantization):
+    """Writes litert/ (`litert_model`) and checks it in a process that
+    loads nothing of this package (`translate_litert.py`): in float32, translate.tflite's n-best
+    translations of the check sentences (their ids, for a file that takes
+    ids) must be the SavedModel's translate function's, and
+    search_ids.tflite's ids TensorFlow's search's, each with the model
+    config's beam size, length penalty and margin; then the int8 or float16
+    files replace them, and how often they agree goes into the report."""
+    weights = ("float32",) + ((quantization,) if quantization != "float32" else ())
+    files = litert_model.convert(model, tokenizer, weights)
+    refusal = litert_model.text_in_refusal(tokenizer)
+    if refusal:
+        warnings.warn(f"litert/{litert_model.TRANSLATE_FILE} takes token ids: {refusal}.",
+                      stacklevel=4)
+    config = model.config
+    settings = (config.beam_size, float(config.length_penalty), config.decode_margin)
+    (expected, expected_scores), = _saved_model_translations(model, tokenizer, [settings])
+    expected_ids = search(model, tf.constant(source_ids), *settings).tokens.numpy()
+    request = {"sentences": list(CHECK_SENTENCES)} if refusal is None else {
+        "source_ids": encode_sources(tokenizer, tf.constant(list(CHECK_SENTENCES)),
+                                     max_source_tokens(model))[0].numpy().tolist()}
+    report = {"path": "litert", "files": [litert_model.TRANSLATE_FILE, litert_model.SEARCH_FILE],
+              "text_in": refusal is None, "beam_size": settings[0], "length_penalty": settings[1],
+              "decode_margin": settings[2], "quantization": quantization}
+    if refusal:
+        report["text_in_refusal"] = refusal
+    for kind in weights:
+        sizes = litert_model.write(files[kind], directory)
+        (translations, scores), (ids, _) = _run_litert(
+            {"model": os.path.join(directory, litert_model.TRANSLATE_FILE)} | request,
+            {"model": os.path.join(directory, litert_model.SEARCH_FILE),
+             "source_ids": source_ids.tolist()})
+        found = {"sizes": sizes, "custom_ops": litert_model.custom_ops(
+            files[kind][litert_model.TRANSLATE_FILE])}
+        if kind == "float32":
+            _require(translations == expected, f"litert/{litert_model.TRANSLATE_FILE} translated "
+                                               "differently from the SavedModel")
+            _require(np.array_equal(ids, expected_ids), f"litert/{litert_model.SEARCH_FILE} "
+                                                        "searched differently from TensorFlow")
+            found["max_score_difference"] = float(np.abs(scores - expected_scores).max())
+        else:
+            found["translate_agreement"] = _agreement(translations, expected)
+            found["search_agreement"] = _agreement(list(ids), list(expected_ids))
+        report[kind] = found
+    return report
+
+
+def _saved_model_translations(model, tokenizer, runs):
+    """The text SavedModel's `translate` function's (run in this process)
+    n-best translations and scores of the check sentences, for each
+    `(beam_size, alpha, decode_margin)` of `runs`."""
+    translate = saved_model.ServingModule(model, tokenizer).translate
+    found = []
+    for beam_size, alpha, decode_margin in runs:
+        output = translate(tf.constant(list(CHECK_SENTENCES)), tf.constant(beam_size),
+                           tf.constant(float(alpha)), tf.constant(decode_margin))
+        found.append(([[text.decode() for text in row] for row in output["translations"].numpy()],
+                      output["scores"].numpy()))
+    return found
+
+
+def _run_litert(*runs):
+    """`translate_litert.py --json` on the `runs` (dicts of the file's path
+    and its input) in a process of its own: for each, the translations (or
+    target ids) and the scores."""
+    done = subprocess.run([sys.executable, LITERT_SCRIPT, "--json"],
+                          input=json.dumps({"runs": list(runs)}), capture_output=True, text=True)
+    if done.returncode:
+        lines = done.stderr.strip().splitlines() or ["no output"]
+        raise ValueError(f"Export check failed: the LiteRT files did not run: {lines[-1]}")
+    output = json.loads(done.stdout)
+    _require("keras_transformer" not in output["loaded"],
+             "the check of the LiteRT files loaded keras_transformer")
+    return [(result["translations"] if "translations" in result
+             else np.array(result["target_ids"]), np.array(result["scores"], np.float32))
+            for result in output["results"]]
+
+
 TRANSLATE_CHECKS = ({"beam_size": 1}, {"alpha": 0.0})
 """translate.onnx's settings whose translations must be the SavedModel's."""
 
@@ -388,16 +480,14 @@ def _served_translations(model, tokenizer):
     """The best translations of the check sentences by the text SavedModel's
     `translate` function (run in this process), for each of
     `TRANSLATE_CHECKS`."""
-    translate = saved_model.ServingModule(model, tokenizer).translate
     config = model.config
     runs = []
     for settings in TRANSLATE_CHECKS:
         values = {"beam_size": config.beam_size, "alpha": float(config.length_penalty),
                   "decode_margin": config.decode_margin} | settings
-        output = translate(tf.constant(list(CHECK_SENTENCES)), tf.constant(values["beam_size"]),
-                           tf.constant(values["alpha"]), tf.constant(values["decode_margin"]))
-        runs.append([text.decode() for text in output["translations"][:, 0].numpy()])
-    return runs
+        runs.append((values["beam_size"], values["alpha"], values["decode_margin"]))
+    return [[row[0] for row in texts] for texts, _ in _saved_model_translations(model, tokenizer,
+                                                                                  runs)]
 
 
 def _run_onnx(directory, inputs, translate):

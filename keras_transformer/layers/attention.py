@@ -188,7 +188,9 @@ class MultiHeadAttention(keras.layers.Layer):
 
         for padding in (value_mask, key_mask):
             if padding is not None:
-                mask = combine(mask, padding[:, None, :])
+                # expand_dims, not `[:, None, :]`: LiteRT has no builtin for
+                # a strided slice that adds an axis (it would need Flex).
+                mask = combine(mask, ops.expand_dims(padding, 1))
         if attention_mask is not None:
             mask = combine(mask, attention_mask)
         if use_causal_mask and not (appending and isinstance(query_length, int)

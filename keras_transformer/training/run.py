@@ -89,6 +89,7 @@ class RunOptions:
     preset: str = "small"
     overrides: dict = dataclasses.field(default_factory=dict)
     vocab_size: int = 8000
+    tokenizer_type: str = "bpe"
     tokenizer_sentences: int = 1_000_000
     strategy: str = "default"
     precision: str = "float32"
@@ -212,7 +213,8 @@ def prepare_tokenizer(options, corpus, chief):
     if not chief:
         path = os.path.join(tempfile.mkdtemp(), "tokenizer.model")
     return data.train_corpus_tokenizer(corpus, path, options.vocab_size,
-                                       options.tokenizer_sentences, options.seed)
+                                       options.tokenizer_sentences, options.seed,
+                                       model_type=options.tokenizer_type)
 
 
 def run_training(options):
@@ -297,10 +299,12 @@ def _train_from(options, backend, strategy, chief, config, corpus, tokenizer, st
             batch_multiple=1 if backend.name == "tensorflow" else replicas,
             fixed_shapes=fixed_shapes), replicas)
     else:
+        # The first pass (the length report's) tokenizes and fills the cache;
+        # training reads the cache. Blocks of pairs: see data.encode_blocks.
         pairs = data.repeat_full_sentences(corpus.pairs("train"), options.sentence_repeats)
-        encoded = data.encode_pairs(pairs, tokenizer).cache()
+        encoded = data.encode_blocks(pairs, tokenizer).cache()
         report = data.length_report(encoded, config.max_length)
-        train_batches = data.token_batches(
+        train_batches = data.block_token_batches(
             encoded.repeat(), micro_batch_tokens, config.max_length, batch_multiple=replicas,
             shuffle_buffer=options.shuffle_buffer, seed=options.seed + start, pad_id=config.pad_id,
             fixed_shapes=fixed_shapes,

@@ -16,18 +16,26 @@ CONFIG = BASE.replace(num_encoder_layers=2, num_decoder_layers=2, d_model=32, d_
 WORDS = "der die das Haus Baum groß klein ist war hier dort und oder nicht ein eine".split()
 
 
-def write_small_run(folder):
-    """Writes the run into `folder` (a pathlib.Path that exists) and returns it."""
+UNIGRAM_VOCAB_SIZE = 40
+"""A unigram SentencePiece model of these words has at most 42 pieces."""
+
+
+def write_small_run(folder, tokenizer_type="bpe", config=CONFIG):
+    """Writes the run into `folder` (a pathlib.Path that exists) and returns
+    it; `tokenizer_type` "unigram" trains a unigram SentencePiece model of
+    `UNIGRAM_VOCAB_SIZE` pieces instead of a BPE one of 60."""
     rng = np.random.default_rng(0)
     texts = [" ".join(rng.choice(WORDS, size=rng.integers(3, 10))) + "." for _ in range(500)]
-    train_tokenizer(texts, folder / "tokenizer.model", vocab_size=60)
+    vocab_size = UNIGRAM_VOCAB_SIZE if tokenizer_type == "unigram" else 60
+    train_tokenizer(texts, folder / "tokenizer.model", vocab_size=vocab_size,
+                    model_type=tokenizer_type)
     keras.utils.set_random_seed(0)
-    model = transformer(CONFIG, 60)
+    model = transformer(config, vocab_size)
     for weight in model.weights:
         if "embeddings" in weight.path:
             weight.assign(weight * 4.0)
     model.save(folder / "model.keras")
-    (folder / "config.json").write_text(CONFIG.to_json())
+    (folder / "config.json").write_text(config.to_json())
     optimizer = keras.optimizers.Adam()
     optimizer.build(model.trainable_variables)
     CheckpointCallback(folder / "checkpoints", model, optimizer, make_strategy("default"),
