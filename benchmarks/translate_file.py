@@ -254,9 +254,13 @@ def measure(run_dir, lines, args):
     for name, (seconds, rate, same) in rows.items():
         print(f"{name:44s} {seconds:8.1f} {rate:9.0f} {same:6.1%}")
     whose = ("ours", "baseline") if args.baseline else ("ours",)
+
+    def fastest_ctranslate2(search):  # its faster batching's row
+        return max((rows[n] for n in rows if n.startswith(f"{search}: CTranslate2,")
+                    and "process" not in n), key=lambda row: row[1])
+
     for search, _ in SEARCHES:
-        best_ct2 = max(rows[n][1] for n in rows if n.startswith(f"{search}: CTranslate2,")
-                       and "process" not in n)
+        best_ct2 = fastest_ctranslate2(search)[1]
         ratio = "; ".join(f"{search}: {who} Translator / CTranslate2 (its faster batching) "
                           f"{rows[f'{search}: {who}, Translator'][1] / best_ct2:.2f}x in tokens/s"
                           for who in whose)
@@ -273,12 +277,8 @@ def measure(run_dir, lines, args):
     # numbers of tokens for the same file.
     beam, greedy = (search for search, _ in SEARCHES)
     for who in whose + ("CTranslate2",):
-        if who == "CTranslate2":  # its faster batching for each search
-            pair = [max((rows[n] for n in rows if n.startswith(f"{search}: CTranslate2,")
-                         and "process" not in n), key=lambda row: row[1])
-                    for search in (beam, greedy)]
-        else:
-            pair = [rows[f"{search}: {who}, Translator"] for search in (beam, greedy)]
+        pair = [fastest_ctranslate2(search) if who == "CTranslate2"
+                else rows[f"{search}: {who}, Translator"] for search in (beam, greedy)]
         print(f"{who}: {beam} / {greedy} {pair[0][1] / pair[1][1]:.2f}x in tokens/s, "
               f"{pair[1][0] / pair[0][0]:.2f}x in the file's time")
     return rows
