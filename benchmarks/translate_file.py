@@ -23,6 +23,21 @@ decode margin), float32:
   included: `examples/translate.py RUN --input FILE --output OUT` and
   `benchmarks/ctranslate2_file.py` (CTranslate2, `max_batch_size=32`).
 
+With `--baseline CHECKOUT`, the warm searches of the package of that
+checkout (the code before a change) are timed too, in a process of their
+own that stays warm between its turns (its translations come back over a
+pipe, a few milliseconds of a search's seconds), so that before and after
+are measured in the same turns. The last lines give what beam search keeps
+of greedy search's throughput (ours, the baseline's, CTranslate2's), in
+target tokens a second and in the file's time: a weak model's greedy
+outputs may repeat a word to the length limit where its beam's end, and
+then the two searches write unequal numbers of tokens for the same file.
+
+CTranslate2's OpenMP threads wait for work spinning; on a machine whose
+cores other processes are using, that took it 70x as long here (40
+sentences: 33 s against 0.5 s). `OMP_WAIT_POLICY=PASSIVE` in the
+environment makes them sleep instead.
+
 `--cold-start` times instead what a user waits for from the command line,
 every process from its start, beam 4, in turns: `examples/translate.py
 RUN` (what `keras-transformer translate` runs) and `ctranslate2_file.py`
@@ -49,6 +64,7 @@ flight); TF_NUM_INTRAOP_THREADS in the environment overrides it.
 """
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -107,9 +123,48 @@ class _Run:
         self.translate(self.lines[:16])
 
 
-def contenders(run_dir, folder, lines, files, ct2_tokens, processes=True, variants=()):
+WARM_BASELINE = """
+import json, sys
+from keras_transformer.batch_defaults import DEFAULT_IN_FLIGHT, share_cores
+share_cores(DEFAULT_IN_FLIGHT)
+from keras_transformer.decoding import Translator
+translators = {}
+for line in sys.stdin:
+    beam, lines = json.loads(line)
+    if beam not in translators:
+        translators[beam] = Translator.from_directory(sys.argv[1], beam_size=beam)
+    print(json.dumps(translators[beam].translate(lines)), flush=True)
+"""
+
+
+class _WarmBaseline:
+    """The `Translator` of another checkout, in a process of its own that
+    answers one JSON line (beam size, sentences) with their translations."""
+
+    def __init__(self, checkout, run_dir):
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", WARM_BASELINE, run_dir], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            env=_checkout_environment(checkout))
+
+    def translate(self, beam, lines):
+        self.process.stdin.write(json.dumps([beam, lines]) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer:
+            raise RuntimeError("the baseline's process ended; run it alone to see why")
+        return json.loads(answer)
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def contenders(run_dir, folder, lines, files, ct2_tokens, processes=True, variants=(),
+               baseline=None):
     """name -> callable returning the translations, for one run;
-    `variants` are extra `(batch_tokens, in_flight)` of our Translator."""
+    `variants` are extra `(batch_tokens, in_flight)` of our Translator;
+    `baseline` a `_WarmBaseline`."""
     import ctranslate2
     import sentencepiece
 
@@ -136,6 +191,9 @@ def contenders(run_dir, folder, lines, files, ct2_tokens, processes=True, varian
     for search, beam in SEARCHES:
         translator = Translator.from_directory(run_dir, beam_size=beam)
         runs[f"{search}: ours, Translator"] = _Run(translator.translate, lines)
+        if baseline is not None:
+            runs[f"{search}: baseline, Translator"] = _Run(
+                lambda lines, beam=beam: baseline.translate(beam, lines), lines)
         for tokens, in_flight in variants:
             variant = Translator(translator.model, translator.tokenizer, beam_size=beam,
                                  batch_tokens=tokens or None, in_flight=in_flight)
@@ -167,18 +225,23 @@ def measure(run_dir, lines, args):
             file.write("".join(line + "\n" for line in lines))
         variants = [(tokens, in_flight) for tokens in args.batch_tokens or [0]
                     for in_flight in args.in_flight or [1] if (tokens, in_flight) != (0, 1)]
-        runs, tokenizer = contenders(run_dir, folder, lines, (source, output), args.ct2_tokens,
-                                     args.processes, variants)
-        for name, run in runs.items():  # warm-up: our one trace serves every batch shape
-            if "process" not in name:
-                run.warm()
-        translations = {}
+        baseline = args.baseline and _WarmBaseline(os.path.abspath(args.baseline), run_dir)
+        try:
+            runs, tokenizer = contenders(run_dir, folder, lines, (source, output),
+                                         args.ct2_tokens, args.processes, variants, baseline)
+            for name, run in runs.items():  # warm-up: our one trace serves every batch shape
+                if "process" not in name:
+                    run.warm()
+            translations = {}
 
-        def keeping(name, run):
-            return lambda: translations.__setitem__(name, run())
+            def keeping(name, run):
+                return lambda: translations.__setitem__(name, run())
 
-        times = timed_interleaved({name: keeping(name, run) for name, run in runs.items()},
-                                  warmup=0, repeats=args.repeats)
+            times = timed_interleaved({name: keeping(name, run) for name, run in runs.items()},
+                                      warmup=0, repeats=args.repeats)
+        finally:
+            if baseline:
+                baseline.close()
     rows = {}
     for name, seconds in times.items():
         search = name.split(":")[0]
@@ -190,18 +253,34 @@ def measure(run_dir, lines, args):
           f"source tokens\n{'':44s} {'seconds':>8s} {'tokens/s':>9s} {'same':>6s}")
     for name, (seconds, rate, same) in rows.items():
         print(f"{name:44s} {seconds:8.1f} {rate:9.0f} {same:6.1%}")
+    whose = ("ours", "baseline") if args.baseline else ("ours",)
+
+    def fastest_ctranslate2(search):  # its faster batching's row
+        return max((rows[n] for n in rows if n.startswith(f"{search}: CTranslate2,")
+                    and "process" not in n), key=lambda row: row[1])
+
     for search, _ in SEARCHES:
-        ours = rows[f"{search}: ours, Translator"]
-        best_ct2 = max(rows[n][1] for n in rows if n.startswith(f"{search}: CTranslate2,")
-                       and "process" not in n)
-        ratio = (f"{search}: Translator / CTranslate2 (its faster batching) "
-                 f"{ours[1] / best_ct2:.2f}x in tokens/s")
+        best_ct2 = fastest_ctranslate2(search)[1]
+        ratio = "; ".join(f"{search}: {who} Translator / CTranslate2 (its faster batching) "
+                          f"{rows[f'{search}: {who}, Translator'][1] / best_ct2:.2f}x in tokens/s"
+                          for who in whose)
         if args.processes:
             process = {who: rows[f"{search}: {who} process"][0]
                        for who in ("ours, translate.py", "CTranslate2, script")}
             ratio += (f"; translate.py / CTranslate2 script "
                       f"{process['ours, translate.py'] / process['CTranslate2, script']:.2f}x in time")
         print(ratio)
+    # What beam search keeps of greedy search's throughput, in target
+    # tokens a second and in the file's time (sentences a second): where
+    # greedy search's outputs run on (a weak model repeating a word to the
+    # length limit) and the beam's end, the two searches write unequal
+    # numbers of tokens for the same file.
+    beam, greedy = (search for search, _ in SEARCHES)
+    for who in whose + ("CTranslate2",):
+        pair = [fastest_ctranslate2(search) if who == "CTranslate2"
+                else rows[f"{search}: {who}, Translator"] for search in (beam, greedy)]
+        print(f"{who}: {beam} / {greedy} {pair[0][1] / pair[1][1]:.2f}x in tokens/s, "
+              f"{pair[1][0] / pair[0][0]:.2f}x in the file's time")
     return rows
 
 
@@ -339,7 +418,8 @@ def main():
     parser.add_argument("--cold-start", action="store_true",
                         help="time whole processes from their start instead (see above)")
     parser.add_argument("--baseline", metavar="CHECKOUT",
-                        help="with --cold-start, also time the package of this checkout")
+                        help="also time the package of this checkout (warm searches, or "
+                        "with --cold-start its processes)")
     args = parser.parse_args()
     # As the translate command does: its searches in flight share the cores
     # (TF_NUM_INTRAOP_THREADS in the environment overrides it).

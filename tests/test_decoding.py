@@ -142,6 +142,44 @@ def test_finished_sentences_leave_the_batch(reverse_model):
         beam_search(reverse_model, sources, static_cache=True, drop_finished=True)
 
 
+def test_best_only_ends_sooner_with_the_full_search_best(reverse_model):
+    """`best_only` stops a sentence once no alive hypothesis can beat its
+    best finished one: the full search's best hypothesis and score, from
+    fewer decoder rows."""
+    sources = tf.constant(_mixed_sources())
+    rows = tf.Variable(0)
+    step = reverse_model.decode_step_growing
+
+    def counting(target_ids, cache, *projection):
+        with tf.control_dependencies([rows.assign_add(tf.shape(target_ids)[0])]):
+            return step(tf.identity(target_ids), cache, *projection)
+
+    def searches(best_only=False):
+        def run(alpha):
+            result = beam_search(reverse_model, sources, beam_size=4, alpha=alpha,
+                                 best_only=best_only)
+            return result.tokens, result.scores
+        return tf.function(run, autograph=False)
+
+    reverse_model.decode_step_growing = counting
+    try:
+        full, best = searches(), searches(best_only=True)
+        for alpha in (0.0, 0.6, 2.0):
+            alpha = tf.constant(alpha)
+            rows.assign(0)
+            full_tokens, full_scores = full(alpha)
+            full_rows = int(rows.numpy())
+            rows.assign(0)
+            tokens, scores = best(alpha)
+            assert tokens.shape[1] == scores.shape[1] == 1
+            np.testing.assert_array_equal(tokens[:, 0], full_tokens[:, 0])
+            # (Rows leave the batch at other steps, which can move a matmul's last bit.)
+            np.testing.assert_allclose(scores[:, 0], full_scores[:, 0], rtol=1e-5)
+            assert int(rows.numpy()) < full_rows
+    finally:
+        del reverse_model.decode_step_growing
+
+
 def _log_probs(model, sources, prefixes):
     """Next-token log-probabilities after each prefix (all of one length)
     of its source, by one full forward pass (no cache), padding and start
@@ -230,11 +268,13 @@ def test_beam_as_wide_as_the_vocabulary_finds_the_exhaustive_best(seed, alpha):
     vocab = 5  # pad, unk, bos, eos and one symbol
     model = _sharpen(transformer(TINY.replace(max_length=8), vocab), factor=3.0)
     source = np.array([4, 1, 4, EOS_ID], "int32")
-    result = beam_search(model, source[None], beam_size=vocab, alpha=alpha, max_output_length=3)
     best_score, best_sequence = _exhaustive(model, source, 3, alpha)
-    found = [int(t) for t in result.tokens.numpy()[0, 0] if t]
-    assert found == best_sequence
-    assert float(result.scores[0, 0]) == pytest.approx(best_score, abs=1e-4)
+    for best_only in (False, True):
+        result = beam_search(model, source[None], beam_size=vocab, alpha=alpha,
+                             max_output_length=3, best_only=best_only)
+        found = [int(t) for t in result.tokens.numpy()[0, 0] if t]
+        assert found == best_sequence
+        assert float(result.scores[0, 0]) == pytest.approx(best_score, abs=1e-4)
 
 
 def test_n_best_is_sorted_and_respects_the_length_limit(reverse_model):

@@ -319,7 +319,8 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
 
 
 def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=None,
-                max_output_length=None, use_cache=True, static_cache=False, drop_finished=None):
+                max_output_length=None, use_cache=True, static_cache=False, drop_finished=None,
+                best_only=False):
     """Beam search with the GNMT length penalty (see the module docstring).
 
     Args:
@@ -336,9 +337,14 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
         drop_finished: remove each sentence from the batch at the step it
             is done (see the module docstring); default: unless
             `static_cache`.
+        best_only: return only the best hypothesis, and end each sentence
+            as soon as no alive hypothesis can beat its best finished one,
+            which may be steps before it has K finished hypotheses: the
+            same best translation and score, fewer steps (see `_settled`).
 
     Returns:
-        A `SearchResult` with the K best finished hypotheses per sentence.
+        A `SearchResult` with the K best finished hypotheses per sentence
+        (with `best_only`, the best one).
     """
     config = model.config
     k = config.beam_size if beam_size is None else beam_size
@@ -442,7 +448,8 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     def _is_done(step, sentences):
         # A sentence is done with K finished hypotheses, or past its limit
         # (fewer than K when fewer than K prefixes were ever alive).
-        return (sentences["finished_count"] >= k) | (step >= sentences["limit"])
+        done = (sentences["finished_count"] >= k) | (step >= sentences["limit"])
+        return done | _settled(step, sentences, alpha) if best_only else done
 
     loop_vars = (0, sentences, decoder.state, results)
     _, sentences, _, results = tf.while_loop(
@@ -450,7 +457,32 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
         body, loop_vars, maximum_iterations=length, shape_invariants=_free_shapes(loop_vars))
     if not drop:
         results = finished_part(sentences)
+    if best_only:
+        results = {name: value[:, :1] for name, value in results.items()}
     return SearchResult(results["tokens"][:, :, 1:], results["scores"], results["log_probs"])
+
+
+def _settled(step, sentences, alpha):
+    """Whether each sentence's best finished hypothesis is final: no alive
+    hypothesis (of `step` tokens) can end with a higher score.
+
+    A finished descendant of an alive hypothesis has at most its
+    log-probability L <= 0 (every token adds a log-probability <= 0) and a
+    length between `step + 1` and the sentence's limit, so its score is at
+    most L over the largest length penalty of those lengths, and a later
+    tie ranks after the hypothesis found first. The best of the K finished
+    hypotheses the full search waits for is then the best found so far (an
+    exact bound, unlike Hugging Face's `early_stopping=False`, which
+    assumes the current length). With the paper's alpha the bound is loose
+    (the penalty at the limit is about twice that at a typical output's
+    length), but the alive hypotheses' log-probabilities fall fast once the
+    best has ended: on Ding a sentence then stops a few steps before its
+    K-th finished hypothesis.
+    """
+    largest_penalty = tf.maximum(length_penalty(step + 1, alpha),
+                                 length_penalty(sentences["limit"], alpha))
+    best_alive = sentences["alive_log_probs"][:, 0]  # sorted: the best first
+    return sentences["finished_scores"][:, 0] >= best_alive / largest_penalty
 
 
 def _free_shapes(loop_vars):

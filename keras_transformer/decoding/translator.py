@@ -54,20 +54,22 @@ def encode_sources(tokenizer, texts, max_tokens):
     return with_end.to_tensor(default_value=tokenizer.pad_id), blank
 
 
-def search(model, source_ids, beam_size, alpha, decode_margin, use_cache=True, sampling=None):
+def search(model, source_ids, beam_size, alpha, decode_margin, use_cache=True, sampling=None,
+           best_only=False):
     """The search a translation runs: with `sampling` (a `Sampling`) one
     drawn translation; greedy search when `beam_size` is the Python integer
     1 (the same tokens as a beam of one, faster); else beam search
-    (`beam_size` may be a tensor)."""
+    (`beam_size` may be a tensor), which with `best_only` returns the best
+    hypothesis alone, sooner (see `beam_search`)."""
     if sampling is not None or (isinstance(beam_size, int) and beam_size == 1):
         return greedy_search(model, source_ids, alpha=alpha, decode_margin=decode_margin,
                              use_cache=use_cache, sampling=sampling)
     return beam_search(model, source_ids, beam_size=beam_size, alpha=alpha,
-                       decode_margin=decode_margin, use_cache=use_cache)
+                       decode_margin=decode_margin, use_cache=use_cache, best_only=best_only)
 
 
 def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_margin,
-                  use_cache=True, sampling=None):
+                  use_cache=True, sampling=None, best_only=False):
     """Searches padded source ids and detokenises the result in one graph.
 
     Args:
@@ -77,6 +79,7 @@ def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_
         alpha: scalar (a tensor allowed).
         decode_margin: scalar (a tensor allowed).
         sampling: see `search`.
+        best_only: see `search`.
 
     Returns:
         `(translations, scores, lengths)`: string `(batch, n_best)`, float32
@@ -84,7 +87,8 @@ def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_
         int32 `(batch,)`, the tokens of each best translation, end token
         included (what a progress report counts).
     """
-    result = search(model, source_ids, beam_size, alpha, decode_margin, use_cache, sampling)
+    result = search(model, source_ids, beam_size, alpha, decode_margin, use_cache, sampling,
+                    best_only)
     batch, n_best = tf.shape(result.tokens)[0], tf.shape(result.tokens)[1]
     flat = tf.reshape(result.tokens, [batch * n_best, -1])
     translations = tf.reshape(tokenizer.detokenize(flat), [batch, n_best])
@@ -219,12 +223,23 @@ class Translator:
         self.in_flight = in_flight
         self._threads = None
         self.sampling = sampling
+        # One traced search for one translation a sentence (the beam ends
+        # each sentence once its best is settled), one for n-best lists;
+        # each is traced on its first use.
+        self._translate, self._translate_n_best = (
+            self._traced_search(best_only) for best_only in (True, False))
+
+    def _traced_search(self, best_only):
+        """The search of a batch of padded source ids, as one `tf.function`
+        traced once for every batch shape."""
+        model, tokenizer, sampling = self.model, self.tokenizer, self.sampling
         # alpha is an input of the trace, so that one translator decodes with
         # several (choosing one on held-out data) without tracing again.
-        self._translate = tf.function(
+        return tf.function(
             lambda source_ids, blank, seed, alpha: translate_ids(
                 model, tokenizer, source_ids, blank, self.beam_size, alpha, self.decode_margin,
-                sampling=sampling and dataclasses.replace(sampling, seed=seed)),
+                sampling=sampling and dataclasses.replace(sampling, seed=seed),
+                best_only=best_only),
             input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.bool),
                              tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32)],
             # The search's loops and branches are tf.while_loop and tf.cond
@@ -351,9 +366,11 @@ class Translator:
             # A sampling seed a batch, from the index of its first sentence
             # in the stream: the same input draws the same translations.
             batch_seed = seed * 1_000_003 + start + int(rows[0]) if self.sampling else 0
-            return rows, self._translate(source, lengths[rows] == 0,
-                                         tf.constant(batch_seed, tf.int64),
-                                         tf.constant(self.alpha, tf.float32))
+            return rows, traced(source, lengths[rows] == 0, tf.constant(batch_seed, tf.int64),
+                                tf.constant(self.alpha, tf.float32))
+
+        one = (n_best or 1) == 1 or self.beam_size == 1 or self.sampling is not None
+        traced = self._translate if one else self._translate_n_best
 
         batches = length_batches(lengths + 1, self.batch_tokens, self.batch_size)
         if self.in_flight > 1:
