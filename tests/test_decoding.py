@@ -41,7 +41,7 @@ def reverse_model(learning_seed):
     data = token_batches(reverse_dataset(learning_seed, 5000, min_length=3,
                                          max_length=8).cache().repeat(),
                          512, 16, shuffle_buffer=1000, seed=learning_seed)
-    trainer.train(data, steps=1000, steps_per_epoch=1000, verbose=0)
+    trainer.train(data, steps=300, steps_per_epoch=300, verbose=0)
     return model
 
 
