@@ -22,7 +22,11 @@ before blocks of pairs were tokenized at once (`token_batches` of
 `encode_pairs` of single pairs): the before and after of that change, in
 turns. "Tokenizing alone" is the first pass's tokenizing without
 shuffling or batching (its 512-pair blocks, on tf.data's parallel map):
-the ceiling of the first pass, set by SentencePiece's speed on this CPU. Each turn builds a fresh pipeline, reads `--warmup` batches (the
+the ceiling of the first pass, set by SentencePiece's speed on this CPU.
+"Per CPU second" divides by the CPU time of all the process's threads
+(which other jobs on the machine do not inflate): times the cores given to
+the input, it is what an idle machine's cores deliver where the pipeline
+keeps them busy. Each turn builds a fresh pipeline, reads `--warmup` batches (the
 shuffle buffer fills), then times the next `--batches`; a figure is the
 median over `--repeats` turns.
 """
@@ -97,7 +101,8 @@ def pipelines(corpus, tokenizer, cached, prepared_dir, config, fixed_shapes):
 
 
 def measure(batches, warmup, count, seconds=2.0):
-    """`(real target tokens a second, real / padded target tokens)` of at
+    """`(real target tokens a second, real / padded target tokens, real
+    target tokens a CPU second of this process's threads)` of at
     least `count` batches (or blocks of ragged ids) after `warmup`, and at
     least `seconds` of them (the pipelines prefetch: a fast one's first
     batches are ready before they are asked for)."""
@@ -106,14 +111,15 @@ def measure(batches, warmup, count, seconds=2.0):
     iterator = iter(batches)
     for _ in range(warmup):
         next(iterator)
-    start, real, padded, read = time.perf_counter(), 0, 0, 0
+    start, cpu, real, padded, read = time.perf_counter(), time.process_time(), 0, 0, 0
     while read < count or time.perf_counter() - start < seconds:
         labels = next(iterator)[-1]
         labels = (labels.flat_values if isinstance(labels, tf.RaggedTensor) else labels).numpy()
         real += int(np.count_nonzero(labels))
         padded += labels.size
         read += 1
-    return real / (time.perf_counter() - start), real / padded
+    return (real / (time.perf_counter() - start), real / padded,
+            real / (time.process_time() - cpu))
 
 
 def main():
@@ -151,18 +157,20 @@ def main():
                 for name, make in contenders.items():
                     figures[name].append(measure(make(turn), args.warmup, args.batches))
                     print(f"  {corpus_name}, turn {turn + 1}, {name}: "
-                          f"{figures[name][-1][0]:,.0f} target tokens/s", flush=True)
+                          f"{figures[name][-1][0]:,.0f} target tokens/s, "
+                          f"{figures[name][-1][2]:,.0f} a CPU second", flush=True)
             for name, values in figures.items():
-                rate, real = (float(np.median(column)) for column in zip(*values))
+                rate, real, per_cpu = (float(np.median(column)) for column in zip(*values))
                 padding = ("none (ragged blocks)" if name == "tokenizing alone" else
                            "fixed (XLA)" if fixed_shapes else "longest pair")
-                rows.append((corpus_name, padding, name, rate, real))
+                rows.append((corpus_name, padding, name, rate, real, per_cpu))
                 print(f"{rows[-1][:3]}: {rate:,.0f} target tokens/s, {real:.0%} real", flush=True)
     print(f"\n{machine()}; base preset batches ({BASE.batch_tokens:,} tokens a side), "
           f"{args.batches} batches a turn after {args.warmup}, median of {args.repeats} turns\n")
-    print("| corpus | padding | input | real target tokens/s | real / padded |\n|---|---|---|---|---|")
-    for corpus_name, padding, name, rate, real in rows:
-        print(f"| {corpus_name} | {padding} | {name} | {rate:,.0f} | {real:.0%} |")
+    print("| corpus | padding | input | real target tokens/s | per CPU second | real / padded |"
+          "\n|---|---|---|---|---|---|")
+    for corpus_name, padding, name, rate, real, per_cpu in rows:
+        print(f"| {corpus_name} | {padding} | {name} | {rate:,.0f} | {per_cpu:,.0f} | {real:.0%} |")
 
 
 if __name__ == "__main__":

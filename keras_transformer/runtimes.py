@@ -85,7 +85,7 @@ def model_config(path):
 
 def default_runtime(path):
     """keras for a run folder; for an export, the first of saved_model,
-    ctranslate2 and onnx it holds, else keras (whose `check_runtime` says
+    ctranslate2, onnx and litert it holds, else keras (whose `check_runtime` says
     what the folder lacks)."""
     if folder_kind(path) == "run":
         return "keras"
@@ -366,13 +366,9 @@ class LiteRTRuntime(Runtime):
         if self.text_in:
             inputs = cleaned
         else:
-            import numpy as np
-
-            rows = [self.tokenizer.encode(text)[:self.max_source_tokens] + [self.config["eos_id"]]
-                    for text in cleaned]
-            inputs = np.full((len(rows), max(map(len, rows))), self.config["pad_id"], np.int32)
-            for index, row in enumerate(rows):
-                inputs[index, :len(row)] = row
+            inputs = self._litert.padded(
+                [self.tokenizer.encode(text)[:self.max_source_tokens] + [self.config["eos_id"]]
+                 for text in cleaned], self.config["pad_id"])
         with self._lock:
             translations, scores = self._litert.translate(self.runner, inputs)
         return [[(text, float(score)) for text, score in zip(texts, row_scores)][:n_best]

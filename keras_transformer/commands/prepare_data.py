@@ -41,8 +41,9 @@ def parser():
                            help="a training run or imported model whose tokenizer to use")
     tokenizer.add_argument("--vocab-size", type=cli.positive_int,
                            help="train a SentencePiece model of this many pieces on the corpus")
-    p.add_argument("--tokenizer-type", choices=TOKENIZER_TYPES, default="bpe",
-                   help="the SentencePiece algorithm of a --vocab-size model (see train)")
+    p.add_argument("--tokenizer-type", choices=TOKENIZER_TYPES,
+                   help="the SentencePiece algorithm of a --vocab-size model (see train; "
+                        "default: bpe)")
     p.add_argument("--max-length", type=cli.positive_int,
                    help="longest pair in tokens, end token included (default: the --tokenizer "
                         "run's)")
@@ -59,7 +60,11 @@ def parser():
 
 def main(argv=None):
     """Runs the command on `argv` (default: the command line)."""
-    args, beam_args = parser().parse_known_args(argv)
+    p = parser()
+    args, beam_args = p.parse_known_args(argv)
+    if args.tokenizer and args.tokenizer_type:
+        p.error("--tokenizer-type is for a model trained with --vocab-size; the --tokenizer "
+                "run's own model is used as it is.")
     from keras_transformer.pipelines.runner import check_output_folder, pipeline_options
     from keras_transformer.data.prepared import INFO_FILE
 
@@ -86,9 +91,10 @@ def main(argv=None):
     if args.vocab_size:
         tokenizer = data.train_corpus_tokenizer(
             corpus, os.path.join(tempfile.mkdtemp(), data.tokenizer.MODEL_FILE), args.vocab_size,
-            seed=args.seed, model_type=args.tokenizer_type)
+            seed=args.seed, model_type=args.tokenizer_type or "bpe")
     settings = {key: value for key, value in vars(args).items()
                 if key not in ("overwrite", "verbose")}
+    settings["tokenizer_type"] = getattr(tokenizer, "model_type", None)  # what the shards hold
     info = prepare_data(corpus, tokenizer, args.output, args.shards, max_length, beam_args,
                         parts=args.parts, overwrite=args.overwrite,
                         settings=settings | {"beam_options": beam_args})

@@ -126,6 +126,10 @@ def parse(argv=None):
                            or args.tokenizer_type != DEFAULTS["tokenizer_type"]):
         p.error("--init-from takes the model and tokenizer of that run; drop --preset, "
                 "--vocab-size and --tokenizer-type (change fields with --set FIELD=VALUE).")
+    if (args.dataset.startswith("prepared:")
+            and args.tokenizer_type != DEFAULTS["tokenizer_type"]):
+        p.error("--dataset prepared:DIR trains with the shards' tokenizer; give "
+                "--tokenizer-type to prepare-data instead.")
     if args.checkpoint_every_steps == 0 and not args.checkpoint_every_minutes:
         p.error("--checkpoint-every-steps 0 needs --checkpoint-every-minutes (a run must "
                 "save checkpoints to be resumed and averaged).")

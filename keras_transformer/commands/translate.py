@@ -57,6 +57,12 @@ def refuse_overlong_lines(translator, source, lines, window):
     cli.overlong_lines(source, too_long, max_source_tokens(translator.model), refuse=True)
 
 
+def n_best_line(hypotheses):
+    """One output line of `--n-best`: each translation and its score, tab
+    separated."""
+    return "\t".join(f"{text}\t{score:.4f}" for text, score in hypotheses)
+
+
 def translate_with_runtime(args, source, lines):
     """Translates the lines with an export's runtime (`--runtime`), window
     by window as the Translator does (`runtimes.translate_sorted`)."""
@@ -81,8 +87,7 @@ def translate_with_runtime(args, source, lines):
                                                 args.batch_tokens, args.batch_size,
                                                 on_batch=progress.update)
             if args.n_best:
-                write(["\t".join(f"{text}\t{score:.4f}" for text, score in row)
-                       for row in results])
+                write([n_best_line(row) for row in results])
             else:
                 write([row[0][0] for row in results])
     progress.close()
@@ -131,6 +136,9 @@ def main():
     if by_runtime and (args.model_file or args.precision):
         parser.error("--model-file and --precision are the keras runtime's; leave them out with "
                      f"--runtime {args.runtime}")
+    if not by_runtime and args.threads:
+        parser.error("--threads is for the ctranslate2, onnx and litert runtimes (TensorFlow "
+                     "takes TF_NUM_INTRAOP_THREADS); give --runtime or leave it out")
 
     # Everything that can be wrong with the files is found before the model
     # is loaded.
@@ -174,8 +182,7 @@ def main():
                 on_overlong=lambda indexes, limit, start=start: cli.overlong_lines(
                     source.name, [start + i + 1 for i in indexes], limit, refuse=False))
             if args.n_best:
-                results = ["\t".join(f"{text}\t{score:.4f}" for text, score in row)
-                           for row in results]
+                results = [n_best_line(row) for row in results]
             write(results)
     progress.close()
 

@@ -155,7 +155,7 @@ class Translator:
     How a list (or each window of a stream) is translated, as CTranslate2
     does: all of its sentences are tokenised at once, sorted by length, cut
     into batches by a budget of source tokens counted with padding, and each
-    batch is searched by one traced `tf.function` (traced once for every
+    batch is searched by one traced `tf.function` (traced once, for every
     batch shape), finished sentences leaving the batch as they end; the
     results come back in the input's order.
 
@@ -231,7 +231,7 @@ class Translator:
 
     def _traced_search(self, best_only):
         """The search of a batch of padded source ids, as one `tf.function`
-        traced once for every batch shape."""
+        whose signature leaves the batch's shape free: traced once."""
         model, tokenizer, sampling = self.model, self.tokenizer, self.sampling
         # alpha is an input of the trace, so that one translator decodes with
         # several (choosing one on held-out data) without tracing again.

@@ -175,7 +175,8 @@ def export_run(run_dir, output_dir, formats=DEFAULT_FORMATS, model_file=None, ch
         raise ValueError(f"Unknown quantization {quantization!r}; choose from {QUANTIZATIONS}.")
     if precision not in DECODING_PRECISIONS:
         raise ValueError(f"precision must be one of {DECODING_PRECISIONS}; got {precision!r}.")
-    if quantization == "float16" and {"onnx", "ctranslate2"} & set(formats):
+    if quantization == "float16" and ({"onnx", "ctranslate2"} & set(formats)
+                                      or "litert" not in formats):
         raise ValueError("float16 weights are for the litert format only; export the onnx and "
                          "ctranslate2 formats apart, in float32 or int8.")
     if "ctranslate2" in formats:
@@ -455,16 +456,31 @@ def _saved_model_translations(model, tokenizer, runs):
     return found
 
 
+CHECK_SECONDS = 900
+"""How long a check process may take before the export fails."""
+
+
+def _run_checker(arguments, request, what):
+    """A runner script's `--json` answer to `request`, from a process of its
+    own (Python with `arguments`); a one-line `ValueError` naming `what`
+    when that process fails or hangs."""
+    try:
+        done = subprocess.run([sys.executable, *arguments], input=json.dumps(request),
+                              capture_output=True, text=True, timeout=CHECK_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise ValueError(f"Export check failed: {what} did not finish in {CHECK_SECONDS} s.") \
+            from None
+    if done.returncode:
+        lines = done.stderr.strip().splitlines() or ["no output"]
+        raise ValueError(f"Export check failed: {what} did not run: {lines[-1]}")
+    return json.loads(done.stdout)
+
+
 def _run_litert(*runs):
     """`translate_litert.py --json` on the `runs` (dicts of the file's path
     and its input) in a process of its own: for each, the translations (or
     target ids) and the scores."""
-    done = subprocess.run([sys.executable, LITERT_SCRIPT, "--json"],
-                          input=json.dumps({"runs": list(runs)}), capture_output=True, text=True)
-    if done.returncode:
-        lines = done.stderr.strip().splitlines() or ["no output"]
-        raise ValueError(f"Export check failed: the LiteRT files did not run: {lines[-1]}")
-    output = json.loads(done.stdout)
+    output = _run_checker([LITERT_SCRIPT, "--json"], {"runs": list(runs)}, "the LiteRT files")
     _require("keras_transformer" not in output["loaded"],
              "the check of the LiteRT files loaded keras_transformer")
     return [(result["translations"] if "translations" in result
@@ -504,12 +520,8 @@ def _run_onnx(directory, inputs, translate):
         # file needs neither TensorFlow nor this package.
         request = {"sentences": list(CHECK_SENTENCES), "settings": list(TRANSLATE_CHECKS)}
         path = os.path.join(directory, onnx_text.FILE)
-        done = subprocess.run([sys.executable, TRANSLATE_SCRIPT, path, "--json"],
-                              input=json.dumps(request), capture_output=True, text=True)
-        if done.returncode:
-            lines = done.stderr.strip().splitlines() or ["no output"]
-            raise ValueError(f"Export check failed: translate.onnx did not run: {lines[-1]}")
-        translations = [run["translations"] for run in json.loads(done.stdout)["results"]]
+        output = _run_checker([TRANSLATE_SCRIPT, path, "--json"], request, "translate.onnx")
+        translations = [run["translations"] for run in output["results"]]
         translations = [[row[0] for row in run] for run in translations]
     return logits, tokens, translations
 

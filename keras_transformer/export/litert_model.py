@@ -57,11 +57,11 @@ import tensorflow_text as tf_text
 from keras_transformer import sentencepiece_proto
 from keras_transformer.data import Tokenizer
 from keras_transformer.decoding.translator import search
+from keras_transformer.export.formats import QUANTIZATIONS as WEIGHTS
 from keras_transformer.export.translate_litert import SEARCH_FILE, TRANSLATE_FILE
 from keras_transformer.pretrained.marian_tokenizer import MarianTokenizer
 from keras_transformer.pretrained.marian_vocabulary import SOURCE_SPM, SPIECE_UNDERLINE
 
-WEIGHTS = ("float32", "int8", "float16")
 SENTENCEPIECE_OPS = ("TFText>FastSentencepieceTokenize", "TFText>FastSentencepieceDetokenize")
 BYTE_OPS = ("TFText>ByteSplitWithOffsets", "TFText>ByteSplitByOffsets")
 """tf-text's ops a Marian `translate.tflite` adds (its language codes)."""
@@ -166,7 +166,7 @@ class LiteRTModule(tf.Module):
         config = model.config
         self._settings = (config.beam_size, float(config.length_penalty), config.decode_margin)
         self._max_tokens = config.max_length - 1
-        self._ids = {"pad": tokenizer.pad_id, "eos": tokenizer.eos_id, "bos": tokenizer.bos_id}
+        self._ids = {"pad": tokenizer.pad_id, "eos": tokenizer.eos_id}
         self._text = (_MarianText if isinstance(tokenizer, MarianTokenizer)
                       else _SentencePieceText)(tokenizer)
         self.search_ids = tf.function(self._search_ids, input_signature=[_IDS])
@@ -330,8 +330,10 @@ class _MarianText:
         split = tf_text.ByteSplitter().split(text)
         lengths = tf.cast(split.row_lengths(), tf.int32)
         starts = tf.cast(split.row_starts(), tf.int32)
+        # At least 4 columns: ">>", then a "<<" from column 2 (a batch of
+        # short texts, with or without codes, still has one column to search).
         width = tf.maximum(tf.reduce_max(tf.concat([lengths, [0]], 0)),
-                           tf.shape(self.code_bytes)[1] + 2)
+                           tf.shape(self.code_bytes)[1] + 4)
         column = tf.expand_dims(tf.range(width), 0)
         flat = tf.concat([tf.cast(split.values, tf.int32), [-1]], 0)
         index = tf.where(column < tf.expand_dims(lengths, 1),

@@ -9,8 +9,9 @@ can be copied next to a model and run where this package is not installed:
 With no sentences given it reads one per line from standard input and
 writes one translation per line (with `--n-best`, the n best separated by
 tabs). A file that takes token ids (a BPE model's: see
-`keras_transformer.export.litert`) reads lines of space-separated ids
-instead. `--json` (without a file) reads `{"runs": [{"model": PATH,
+`keras_transformer.export.litert_model`) reads lines of space-separated
+ids instead; `search_ids.tflite` writes the target ids of each line's best
+hypothesis. `--json` (without a file) reads `{"runs": [{"model": PATH,
 "sentences": [...]}, {"model": PATH, "source_ids": [[...], ...]}, ...]}`
 from standard input and writes `{"results": [...], "loaded": [...]}`: for
 each run the `translations` (for `search_ids.tflite`, the `target_ids`)
@@ -104,10 +105,22 @@ def main():
         return
     if args.model is None:
         parser.error("give a .tflite file (or --json)")
-    runner = open_file(args.model, args.threads)
+    try:
+        runner = open_file(args.model, args.threads)
+    except ValueError as error:  # a missing or damaged file
+        parser.error(f"cannot open {args.model}: {error}")
     lines = args.sentences or [line.rstrip("\n") for line in sys.stdin]
     if not takes_text(runner):
-        lines = [[int(i) for i in line.split()] for line in lines]
+        try:
+            lines = [[int(i) for i in line.split()] for line in lines]
+        except ValueError:
+            parser.error(f"{args.model} takes token ids: give lines of space-separated integers")
+    if "target_ids" in runner.get_output_details():
+        ids, _ = search(runner, lines)
+        for row in ids:
+            print("\t".join(" ".join(str(i) for i in hypothesis if i) for hypothesis
+                             in row[:args.n_best]))
+        return
     translations, _ = translate(runner, lines)
     for row in translations:
         print("\t".join(row[:args.n_best]))

@@ -254,11 +254,23 @@ def _safetensors_paths(directory):
     return [os.path.join(directory, name) for _, name in sorted(found)]
 
 
+def _safetensors_only(directory):
+    """The safetensors checkpoints of a local `directory` that has no
+    TensorFlow checkpoint index, found without importing TensorFlow (a JAX
+    run on a machine without it); else None."""
+    paths = _safetensors_paths(directory)
+    if paths and not os.path.exists(os.path.join(directory, "checkpoint")):
+        return paths
+    return None
+
+
 def checkpoint_paths(directory):
     """The kept checkpoints of a run, oldest first (either format)."""
+    directory = os.fspath(directory)
+    if (paths := _safetensors_only(directory)) is not None:
+        return paths
     import tensorflow as tf
 
-    directory = os.fspath(directory)
     state = tf.train.get_checkpoint_state(directory)
     if state is not None:
         return list(state.all_model_checkpoint_paths)
@@ -274,9 +286,11 @@ def checkpoint_paths(directory):
 def checkpoint_format(directory):
     """"tensorflow" or "safetensors", the format of the checkpoints kept in
     `directory`, or None where there are none."""
+    directory = os.fspath(directory)
+    if _safetensors_only(directory) is not None:
+        return "safetensors"
     import tensorflow as tf
 
-    directory = os.fspath(directory)
     if tf.train.get_checkpoint_state(directory) is not None:
         return "tensorflow"
     return "safetensors" if _safetensors_paths(directory) else None
