@@ -16,12 +16,13 @@ from keras_transformer.models import BASE  # noqa: E402
 # pytest-xdist (`--dist loadfile`) hands out whole files in collection
 # order, so a long file collected last would leave the other worker idle
 # at the end.
-LONGEST_FILES = ("test_pretrained_runs.py", "test_commands.py", "test_training_backends.py",
-                 "test_learning.py", "test_resume.py", "test_translate_corpus.py",
-                 "test_export.py", "test_ctranslate2_export.py", "test_decoding.py",
-                 "test_distributed.py", "test_onnx_beam_search.py", "test_prepared_data.py",
-                 "test_pretrained_fsmt.py", "test_precision.py", "test_sampling.py",
-                 "test_model.py", "test_runtimes.py")
+LONGEST_FILES = ("test_translate_corpus.py", "test_ctranslate2_export.py", "test_litert_export.py",
+                 "test_pretrained_runs.py", "test_training_backends.py", "test_commands.py",
+                 "test_resume.py", "test_decoding.py", "test_prepared_data.py", "test_export.py",
+                 "test_learning.py", "test_distributed.py", "test_model.py",
+                 "test_pretrained_fsmt.py", "test_sampling.py", "test_data.py",
+                 "test_pretrained_marian.py", "test_runtimes.py", "test_precision.py",
+                 "test_onnx_beam_search.py", "test_serve.py")
 
 
 def pytest_addoption(parser):
