@@ -177,8 +177,9 @@ def export_run(run_dir, output_dir, formats=DEFAULT_FORMATS, model_file=None, ch
         raise ValueError(f"precision must be one of {DECODING_PRECISIONS}; got {precision!r}.")
     if quantization == "float16" and ({"onnx", "ctranslate2"} & set(formats)
                                       or "litert" not in formats):
-        raise ValueError("float16 weights are for the litert format only; export the onnx and "
-                         "ctranslate2 formats apart, in float32 or int8.")
+        raise ValueError("float16 weights are for the litert format only: give --formats "
+                         "litert (keras and saved_model may come along, in float32), and "
+                         "export onnx and ctranslate2 apart, in float32 or int8.")
     if "ctranslate2" in formats:
         require_ctranslate2()
     output_dir = check_output(output_dir, overwrite, folder=True,
