@@ -2,8 +2,17 @@
 
 import json
 import os
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# JAX compiles a jitted function anew in every process, and the JAX
+# training jobs the tests start (resume, multi-host, the benchmark) compile
+# the same small steps: several seconds each on CPU. JAX's persistent cache
+# (keyed by the program, JAX's version and its flags) lets every process of
+# the run, and of later runs, load what one compiled. Set before Keras
+# imports JAX; xdist workers and the tests' processes inherit it.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
+                      os.path.join(tempfile.gettempdir(), "keras-transformer-tests", "jax-cache"))
 
 import keras  # noqa: E402
 import pytest  # noqa: E402

@@ -35,8 +35,11 @@ def _weights(run_dir):
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_killed_run_resumes_without_lost_or_repeated_updates(tmp_path, backend):
     run_dir, uninterrupted = str(tmp_path / "run"), str(tmp_path / "uninterrupted")
+    # The uninterrupted run first, alone: on JAX the two runs after it load
+    # its compiled steps from JAX's cache (tests/conftest.py) instead of
+    # compiling them again, which took most of this test's time.
+    processes.run("helpers.resume_job", uninterrupted, STEPS, KERAS_BACKEND=backend)
     first = processes.start("helpers.resume_job", run_dir, STEPS, "--slow", KERAS_BACKEND=backend)
-    reference = processes.start("helpers.resume_job", uninterrupted, STEPS, KERAS_BACKEND=backend)
     deadline = time.monotonic() + 300
     while len(_saved_steps(run_dir)) < 3:
         assert first.poll() is None, first.communicate()[0][-3000:]
@@ -49,8 +52,6 @@ def test_killed_run_resumes_without_lost_or_repeated_updates(tmp_path, backend):
 
     output = processes.run("helpers.resume_job", run_dir, STEPS, KERAS_BACKEND=backend)
     assert "Restored" in output and f"finished at step {STEPS}" in output
-    output, _ = reference.communicate(timeout=600)
-    assert reference.returncode == 0, output[-3000:]
 
     saved = _saved_steps(run_dir)
     assert saved == list(range(10, STEPS + 1, 10)), saved
