@@ -90,6 +90,8 @@ def _registrar_alone():
     ctypes.CDLL(os.path.join(tensorflow, "libtensorflow_framework.so.2"))
     spec = importlib.util.spec_from_file_location(
         _REGISTRAR, os.path.join(text, "core", "pybinds", "tflite_registrar.so"))
+    if spec is None:
+        raise ImportError("no loader for tf-text's registrar file")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     sys.modules[_REGISTRAR] = module
