@@ -98,7 +98,7 @@ def convert(function, opset=OPSET):
     tf2onnx deep-copies the whole graph before each pass of its optimizer,
     so as to go on without a pass that fails: about 40% of converting the
     graphs here (a Marian decoder step: 6.4 s instead of 11.7 s without the
-    copies, the same nodes). So the passes run without the copies, and only
+    copies, as many nodes). So the passes run without the copies, and only
     if the conversion fails is it run again with them; where the user set
     `TF2ONNX_CATCH_ERRORS`, that choice is kept."""
     if CATCH_ERRORS in os.environ:
