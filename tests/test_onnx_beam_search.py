@@ -112,18 +112,22 @@ def test_an_imported_marian_model_exports_translate_onnx_in_float32_and_int8(hf_
     subgraphs = [attribute.g for attribute in search.attribute if attribute.type == attribute.GRAPH]
     for graph in subgraphs + [onnx.load(folder / "decoder_step.onnx").graph]:
         assert any(tensor.data_type == onnx.TensorProto.INT8 for tensor in graph.initializer)
-    run, = _translate_fresh(folder / onnx_text.FILE, MARIAN_SENTENCES, [{"beam_size": 1}])
-    assert [len(row) for row in run["translations"]] == [1] * 4 and run["translations"][2] == [""]
-    assert all(row[0] for i, row in enumerate(run["translations"]) if i != 2)
+    # One process: MARIAN_SENTENCES, then the batches of INT8_BATCHES, greedy
+    # and with the file's defaults.
+    runs = _translate_fresh(folder / onnx_text.FILE, None, [{"beam_size": 1}, {}],
+                            batches=[MARIAN_SENTENCES] + INT8_BATCHES)
+    translations = runs[0]["translations"][:len(MARIAN_SENTENCES)]
+    assert [len(row) for row in translations] == [1] * 4 and translations[2] == [""]
+    assert all(row[0] for i, row in enumerate(translations) if i != 2)
     # The file's own command line, as a user runs it.
     printed = subprocess.run([sys.executable, TRANSLATE_SCRIPT, str(folder / onnx_text.FILE),
                               "--beam-size", "1", *MARIAN_SENTENCES[:2]],
                              capture_output=True, text=True, check=True, timeout=300).stdout
-    assert printed.splitlines() == [row[0] for row in run["translations"][:2]]
+    assert printed.splitlines() == [row[0] for row in translations[:2]]
     # A sentence's int8 translation does not depend on its batch.
-    for batched in _translate_fresh(folder / onnx_text.FILE, None, [{"beam_size": 1}, {}],
-                                    batches=INT8_BATCHES):
-        _assert_batch_independent(INT8_BATCHES, [row[0] for row in batched["translations"]])
+    for batched in runs:
+        _assert_batch_independent(INT8_BATCHES, [row[0] for row in batched["translations"]
+                                                 [len(MARIAN_SENTENCES):]])
     translator = OnnxTranslator(str(folder))
     _assert_batch_independent(INT8_BATCHES, [text for batch in INT8_BATCHES
                                              for text in translator.translate(batch)])

@@ -20,8 +20,8 @@ had loaded (the export's checks use it).
 
 The interpreter is ai-edge-litert's (`pip install ai-edge-litert`), else
 TensorFlow's; tf-text's kernels (`tensorflow_text.tflite_registrar`) come
-with tensorflow-text, whose Python package loads TensorFlow's runtime
-library.
+with tensorflow-text and need TensorFlow's framework library, which
+`text_ops` loads without importing TensorFlow's Python package (see there).
 """
 
 import argparse
@@ -38,16 +38,64 @@ TRANSLATE_FILE, SEARCH_FILE = "translate.tflite", "search_ids.tflite"
 def open_file(path, threads=None):
     """A LiteRT signature runner on a .tflite file, with tf-text's kernels
     registered."""
-    from tensorflow_text import tflite_registrar
-
     try:
         from ai_edge_litert.interpreter import InterpreterWithCustomOps
     except ImportError:
         from tensorflow.lite.python.interpreter import InterpreterWithCustomOps
     interpreter = InterpreterWithCustomOps(
-        model_path=path, custom_op_registerers=tflite_registrar.SELECT_TFTEXT_OPS,
+        model_path=path, custom_op_registerers=text_ops(),
         num_threads=threads)
     return interpreter.get_signature_runner(SIGNATURE)
+
+
+def text_ops():
+    """tf-text's LiteRT kernel registration functions (what
+    `tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS` lists).
+
+    `import tensorflow_text` imports all of TensorFlow's Python package:
+    about 8 CPU-seconds at every start of this script, for kernels that need
+    only TensorFlow's framework library. So where TensorFlow is not imported
+    yet, that library and tf-text's registrar module are loaded from the
+    installed packages' files (the module under its own name, which a later
+    `import tensorflow_text` then reuses); where that fails (other file
+    names than Linux's), or TensorFlow is imported anyway, the functions
+    come from `tensorflow_text`."""
+    if "tensorflow" not in sys.modules:
+        try:
+            module = sys.modules.get(_REGISTRAR) or _registrar_alone()
+            return [getattr(module, name) for name in sorted(dir(module))
+                    if name.startswith("Add")]
+        except (ImportError, OSError):
+            pass
+    from tensorflow_text import tflite_registrar
+
+    return tflite_registrar.SELECT_TFTEXT_OPS
+
+
+_REGISTRAR = "tensorflow_text.core.pybinds.tflite_registrar"
+
+
+def _registrar_alone():
+    """tf-text's registrar module, loaded from its file after the
+    `libtensorflow_framework.so.2` it links, without importing either
+    package."""
+    import ctypes
+    import importlib.util
+    import os
+
+    packages = [importlib.util.find_spec(name) for name in ("tensorflow", "tensorflow_text")]
+    if None in packages:
+        raise ImportError("tensorflow or tensorflow-text is not installed")
+    tensorflow, text = (os.path.dirname(spec.origin) for spec in packages)
+    ctypes.CDLL(os.path.join(tensorflow, "libtensorflow_framework.so.2"))
+    spec = importlib.util.spec_from_file_location(
+        _REGISTRAR, os.path.join(text, "core", "pybinds", "tflite_registrar.so"))
+    if spec is None:
+        raise ImportError("no loader for tf-text's registrar file")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[_REGISTRAR] = module
+    return module
 
 
 def takes_text(runner):
