@@ -239,9 +239,9 @@ def _write_and_check(model, tokenizer, folder, formats, quantization, precision)
 class _ServingModules:
     """The export's `saved_model.ServingModule`s, each made once: the
     SavedModels' checks and the ONNX and LiteRT checks against the text
-    SavedModel's functions share them, and with them their traces (tracing
-    a beam search takes seconds; an export traced the same ones up to three
-    times before)."""
+    SavedModel's functions share them, and with them their traces: each
+    function is traced once per export (tracing a beam search takes
+    seconds)."""
 
     def __init__(self, model, tokenizer):
         self.tokenizer, self._model, self._modules = tokenizer, model, {}

@@ -80,10 +80,9 @@ class ServingModule(tf.Module):
         return {"translations": outputs["translations"][:, 0], "scores": outputs["scores"][:, 0]}
 
     def with_text(self, tokenizer):
-        """A module with the text functions of `tokenizer` on this module's
-        model whose id functions are this module's, with their traces: an
-        export writes a SavedModel of each, and tracing a beam search takes
-        seconds."""
+        """A text module (`tokenizer`'s) on this module's model that shares
+        this module's id functions, traces included: an export writes a
+        SavedModel of each, and tracing a beam search takes seconds."""
         module = ServingModule(self.model, tokenizer)
         module.search_ids, module.logits, module.encode = self.search_ids, self.logits, self.encode
         return module
