@@ -35,25 +35,6 @@ def exported(small_export):
     return small_export
 
 
-@pytest.fixture
-def reference(run_dir):
-    model = keras.models.load_model(run_dir / "model.keras", safe_mode=True)
-    return model, Tokenizer(str(run_dir / "tokenizer.model"))
-
-
-def test_saved_model_in_a_fresh_process_translates_like_the_translator(exported, reference):
-    output = subprocess.run(
-        [sys.executable, "-c", FRESH_TEXT_PROCESS, str(exported / "saved_model"), json.dumps(SENTENCES)],
-        capture_output=True, text=True, env=processes.environment(), check=True, timeout=300)
-    served = json.loads(output.stdout.strip().splitlines()[-1])
-    model, tokenizer = reference
-    expected = Translator(model, tokenizer).translate(SENTENCES)
-    assert served["default"] == expected
-    assert len(set(expected)) > 2 and expected[0] == ""
-    n_best = Translator(model, tokenizer, beam_size=3).translate(SENTENCES, n_best=3)
-    assert served["n_best"] == [[text for text, _ in row] for row in n_best]
-
-
 FRESH_CORE_PROCESS = """
 import json, sys
 import tensorflow as tf
@@ -64,20 +45,52 @@ assert "tensorflow_text" not in sys.modules
 print(json.dumps(result["target_ids"].numpy().tolist()))
 """
 
+# The core SavedModel searches before anything imports tensorflow_text (it
+# must not need it); then, in the same process, the text SavedModel
+# translates: one TensorFlow start for both.
+FRESH_CORE_THEN_TEXT_PROCESS = FRESH_CORE_PROCESS + """
+sys.argv[1:] = sys.argv[3:]
+""" + FRESH_TEXT_PROCESS
+
 
 def _sources(tokenizer, sentences=SENTENCES[1:4]):
     ids = tokenizer.tokenize(tf.constant(sentences))
     return tf.concat([ids, tf.fill([ids.nrows(), 1], 3)], axis=1).to_tensor().numpy()
 
 
-def test_core_saved_model_needs_no_tf_text(exported, reference):
-    model, tokenizer = reference
-    source = _sources(tokenizer)
+@pytest.fixture(scope="module")
+def fresh_process(exported, run_dir):
+    """What the two SavedModels gave in a fresh process (without this
+    package): the source ids of `_sources`, the core one's `search_ids`
+    target ids for them, and `FRESH_TEXT_PROCESS`'s translations."""
+    source = _sources(Tokenizer(str(run_dir / "tokenizer.model")))
     output = subprocess.run(
-        [sys.executable, "-c", FRESH_CORE_PROCESS, str(exported / "saved_model_core"),
-         json.dumps(source.tolist())],
+        [sys.executable, "-c", FRESH_CORE_THEN_TEXT_PROCESS, str(exported / "saved_model_core"),
+         json.dumps(source.tolist()), str(exported / "saved_model"), json.dumps(SENTENCES)],
         capture_output=True, text=True, env=processes.environment(), check=True, timeout=300)
-    served = np.array(json.loads(output.stdout.strip().splitlines()[-1]))
+    core, text = output.stdout.strip().splitlines()[-2:]
+    return source, np.array(json.loads(core)), json.loads(text)
+
+
+@pytest.fixture
+def reference(run_dir):
+    model = keras.models.load_model(run_dir / "model.keras", safe_mode=True)
+    return model, Tokenizer(str(run_dir / "tokenizer.model"))
+
+
+def test_saved_model_in_a_fresh_process_translates_like_the_translator(fresh_process, reference):
+    _, _, served = fresh_process
+    model, tokenizer = reference
+    expected = Translator(model, tokenizer).translate(SENTENCES)
+    assert served["default"] == expected
+    assert len(set(expected)) > 2 and expected[0] == ""
+    n_best = Translator(model, tokenizer, beam_size=3).translate(SENTENCES, n_best=3)
+    assert served["n_best"] == [[text for text, _ in row] for row in n_best]
+
+
+def test_core_saved_model_needs_no_tf_text(fresh_process, reference):
+    source, served, _ = fresh_process
+    model, _ = reference
     np.testing.assert_array_equal(served, beam_search(model, source).tokens.numpy())
 
 

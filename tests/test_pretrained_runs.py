@@ -59,7 +59,7 @@ def test_the_run_folder_translates_like_the_imported_model(imported_run):
 def exported(imported_run, tmp_path_factory):
     _, run = imported_run
     output = tmp_path_factory.mktemp("exports") / "opus"
-    export_run(str(run), str(output))
+    export_run(str(run), str(output), formats=["saved_model", "onnx"])
     return run, output
 
 

@@ -203,6 +203,7 @@ def _write_and_check(model, tokenizer, folder, formats, quantization, precision)
     inputs = {"source_ids": source, "target_ids": target}
     expected_logits = model(inputs).numpy()
     report = {"config": model.config.to_dict(), "quantization": quantization, "formats": {}}
+    modules = _ServingModules(model, tokenizer)
 
     if "keras" in formats:
         path = os.path.join(folder, "model.keras")
@@ -214,13 +215,13 @@ def _write_and_check(model, tokenizer, folder, formats, quantization, precision)
 
     if "saved_model" in formats:
         report["formats"]["saved_model"] = _write_and_check_saved_models(
-            in_precision(model, precision), tokenizer, folder, inputs, expected_logits)
+            modules, precision, folder, inputs, expected_logits)
 
     if "onnx" in formats:
         expected_search = beam_search(model, source)
         report["formats"]["onnx"] = _write_and_check_onnx(
             model, tokenizer, os.path.join(folder, "onnx"), inputs, expected_logits,
-            expected_search.tokens.numpy(), quantization)
+            expected_search.tokens.numpy(), quantization, modules)
 
     if "ctranslate2" in formats:
         directory = ctranslate2_model.save(model, tokenizer, os.path.join(folder, "ctranslate2"),
@@ -231,8 +232,32 @@ def _write_and_check(model, tokenizer, folder, formats, quantization, precision)
 
     if "litert" in formats:
         report["formats"]["litert"] = _write_and_check_litert(
-            model, tokenizer, os.path.join(folder, "litert"), source, quantization)
+            model, tokenizer, os.path.join(folder, "litert"), source, quantization, modules)
     return report
+
+
+class _ServingModules:
+    """The export's `saved_model.ServingModule`s, each made once: the
+    SavedModels' checks and the ONNX and LiteRT checks against the text
+    SavedModel's functions share them, and with them their traces: each
+    function is traced once per export (tracing a beam search takes
+    seconds)."""
+
+    def __init__(self, model, tokenizer):
+        self.tokenizer, self._model, self._modules = tokenizer, model, {}
+
+    def get(self, precision="float32", text=True):
+        """The module decoding in `precision`, with the text functions
+        (`text`) or the id functions only; the text one shares the id
+        functions of the other."""
+        key = (precision, text)
+        if key not in self._modules:
+            if text:
+                module = self.get(precision, text=False).with_text(self.tokenizer)
+            else:
+                module = saved_model.ServingModule(in_precision(self._model, precision))
+            self._modules[key] = module
+        return self._modules[key]
 
 
 LOGIT_TOLERANCE = {"float32": 1e-5, "float16": 2**-6, "bfloat16": 2**-3}
@@ -243,9 +268,10 @@ format, more than the largest difference measured on the test models
 (1.8e-3 and 3.8e-2) and far less than wrong weights give."""
 
 
-def _write_and_check_saved_models(serving, tokenizer, folder, inputs, float32_logits):
+def _write_and_check_saved_models(modules, precision, folder, inputs, float32_logits):
     """Writes saved_model_core/ (and saved_model/, for a tokenizer made of
-    TensorFlow ops) decoding in `serving`'s precision, and checks:
+    TensorFlow ops) decoding in `precision` (the `modules.get` ones), and
+    checks:
     - loaded back, each gives exactly what the same functions give in this
       process before saving, text in (tokenizer, search, weights), ids in
       and logits (what the files hold is complete);
@@ -257,7 +283,8 @@ def _write_and_check_saved_models(serving, tokenizer, folder, inputs, float32_lo
     by length, and a sentence's rounding can change with its place in the
     batch (bfloat16 on CPUs without native bfloat16, such as AVX2 ones,
     flips translations that way; float32 moves logits by about 1e-6)."""
-    precision = serving.dtype_policy.name
+    core = modules.get(precision, text=False)
+    serving, tokenizer = core.model, modules.tokenizer
     config = serving.config
     ids = {"source_ids": tf.constant(inputs["source_ids"])}
     settings = {"beam_size": tf.constant(config.beam_size),
@@ -269,7 +296,6 @@ def _write_and_check_saved_models(serving, tokenizer, folder, inputs, float32_lo
     checks = {"saved_model": {"serving_default": text},
               "saved_model_core": {"search_ids": ids | settings,
                                    "logits": ids | {"target_ids": tf.constant(inputs["target_ids"])}}}
-    core = saved_model.ServingModule(serving)
     logits = core.logits(**checks["saved_model_core"]["logits"])["logits"].numpy()
     difference = float(np.abs(logits - float32_logits).max() / np.abs(float32_logits).max())
     _require(difference <= LOGIT_TOLERANCE[precision],
@@ -282,8 +308,7 @@ def _write_and_check_saved_models(serving, tokenizer, folder, inputs, float32_lo
     for path, module_tokenizer in (("saved_model", tokenizer), ("saved_model_core", None)):
         if path == "saved_model" and not tokenizer.in_graph:
             continue
-        module = core if module_tokenizer is None else saved_model.ServingModule(
-            serving, module_tokenizer)
+        module = modules.get(precision, text=module_tokenizer is not None)
         loaded = tf.saved_model.load(module.save(os.path.join(folder, path))).signatures
         for name, call in checks[path].items():
             served, expected = loaded[name](**call), getattr(module, name)(**call)
@@ -341,7 +366,7 @@ def _until_end(ids, eos_id):
 
 
 def _write_and_check_onnx(model, tokenizer, directory, inputs, expected_logits, expected_tokens,
-                          quantization):
+                          quantization, modules):
     """Writes onnx/ in float32 and checks it against the in-process model:
     logits, the runner's beam search, and translate.onnx's greedy and
     alpha = 0 beam translations (where its rules are ours); then, for int8,
@@ -372,7 +397,7 @@ def _write_and_check_onnx(model, tokenizer, directory, inputs, expected_logits, 
                       stacklevel=3)
         report["translate"] = {"path": f"onnx/{onnx_text.FILE}", "checked": False}
     elif subgraphs is not None:
-        _require(translations == _served_translations(model, tokenizer),
+        _require(translations == _served_translations(modules.get().translate, model.config),
                  "translate.onnx translated differently from the SavedModel's translate "
                  "function (greedy, or beam search with alpha 0)")
         report["translate"] = {"path": f"onnx/{onnx_text.FILE}", "checked": True,
@@ -396,7 +421,7 @@ def _write_and_check_onnx(model, tokenizer, directory, inputs, expected_logits, 
     return report
 
 
-def _write_and_check_litert(model, tokenizer, directory, source_ids, quantization):
+def _write_and_check_litert(model, tokenizer, directory, source_ids, quantization, modules):
     """Writes litert/ (`litert_model`) and checks it in a process that
     loads nothing of this package (`translate_litert.py`): in float32, translate.tflite's n-best
     translations of the check sentences (their ids, for a file that takes
@@ -412,7 +437,8 @@ def _write_and_check_litert(model, tokenizer, directory, source_ids, quantizatio
                       stacklevel=4)
     config = model.config
     settings = (config.beam_size, float(config.length_penalty), config.decode_margin)
-    (expected, expected_scores), = _saved_model_translations(model, tokenizer, [settings])
+    (expected, expected_scores), = _saved_model_translations(modules.get().translate,
+                                                             [settings])
     expected_ids = search(model, tf.constant(source_ids), *settings).tokens.numpy()
     request = {"sentences": list(CHECK_SENTENCES)} if refusal is None else {
         "source_ids": encode_sources(tokenizer, tf.constant(list(CHECK_SENTENCES)),
@@ -443,11 +469,10 @@ def _write_and_check_litert(model, tokenizer, directory, source_ids, quantizatio
     return report
 
 
-def _saved_model_translations(model, tokenizer, runs):
+def _saved_model_translations(translate, runs):
     """The text SavedModel's `translate` function's (run in this process)
     n-best translations and scores of the check sentences, for each
     `(beam_size, alpha, decode_margin)` of `runs`."""
-    translate = saved_model.ServingModule(model, tokenizer).translate
     found = []
     for beam_size, alpha, decode_margin in runs:
         output = translate(tf.constant(list(CHECK_SENTENCES)), tf.constant(beam_size),
@@ -493,18 +518,16 @@ TRANSLATE_CHECKS = ({"beam_size": 1}, {"alpha": 0.0})
 """translate.onnx's settings whose translations must be the SavedModel's."""
 
 
-def _served_translations(model, tokenizer):
+def _served_translations(translate, config):
     """The best translations of the check sentences by the text SavedModel's
     `translate` function (run in this process), for each of
-    `TRANSLATE_CHECKS`."""
-    config = model.config
+    `TRANSLATE_CHECKS`; `config` gives the settings they leave alone."""
     runs = []
     for settings in TRANSLATE_CHECKS:
         values = {"beam_size": config.beam_size, "alpha": float(config.length_penalty),
                   "decode_margin": config.decode_margin} | settings
         runs.append((values["beam_size"], values["alpha"], values["decode_margin"]))
-    return [[row[0] for row in texts] for texts, _ in _saved_model_translations(model, tokenizer,
-                                                                                  runs)]
+    return [[row[0] for row in texts] for texts, _ in _saved_model_translations(translate, runs)]
 
 
 def _run_onnx(directory, inputs, translate):
