@@ -1,9 +1,12 @@
 """How sentences are batched for translation by default, in plain Python
 (no TensorFlow), so that `translate`, `translate-corpus` and the Beam
 pipeline's workers read the same defaults as `decoding.Translator` without
-loading TensorFlow, and how the searches share the cores."""
+loading TensorFlow: the defaults, how the searches share the cores, and
+`length_batches`, the cut of a list of sentences into batches."""
 
 import os
+
+import numpy as np
 
 DEFAULT_WINDOW = 4096
 """Sentences a stream is read ahead, sorted and batched by (`Translator.translate_stream`)."""
@@ -56,3 +59,29 @@ def default_batch_tokens(beam_size):
     gained 1.1x from 1,024 to 2,048 tokens; greedy search lost 1.1-1.2x
     from 4,096 to 2,048."""
     return 4096 if beam_size == 1 else 2048
+
+
+def length_batches(lengths, batch_tokens, batch_size=None):
+    """Cuts sentences into batches of at most `batch_tokens` source tokens,
+    padding counted (rows x the longest row), and at most `batch_size`
+    sentences: the longest first, so that each batch holds sentences of
+    nearly one length (CTranslate2's `batch_type="tokens"`, fairseq's
+    `--max-tokens`). A sentence longer than the budget has a batch of its own.
+
+    Args:
+        lengths: each sentence's tokens, as the search reads them (end
+            token included).
+
+    Returns:
+        A list of arrays of indexes into `lengths`.
+    """
+    order = np.argsort(-np.asarray(lengths, np.int64), kind="stable")
+    batches, start = [], 0
+    while start < len(order):
+        longest = max(int(lengths[order[start]]), 1)
+        rows = max(1, batch_tokens // longest)  # later rows are no longer
+        if batch_size:
+            rows = min(rows, batch_size)
+        batches.append(order[start:start + rows])
+        start += rows
+    return batches

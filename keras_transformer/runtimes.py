@@ -385,8 +385,7 @@ def translate_sorted(runtime, sentences, n_best=1, batch_tokens=None, batch_size
     `on_batch(count, tokens)` is called after each batch with its sentences
     and the tokens of their best translations, as the folder's tokenizer
     counts them."""
-    from keras_transformer.batch_defaults import default_batch_tokens
-    from keras_transformer.decoding.translator import length_batches
+    from keras_transformer.batch_defaults import default_batch_tokens, length_batches
 
     lengths = [min(n, runtime.max_source_tokens) + 1 for n in runtime.source_lengths(sentences)]
     results = [None] * len(sentences)

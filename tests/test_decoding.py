@@ -9,10 +9,10 @@ import pytest
 import tensorflow as tf
 
 from helpers.tasks import VOCAB, reverse_dataset
-from keras_transformer.batch_defaults import share_cores
+from keras_transformer.batch_defaults import length_batches, share_cores
 from keras_transformer.data import EOS_ID, Tokenizer, token_batches, train_tokenizer
 from keras_transformer.decoding import Translator, beam_search, greedy_search, length_penalty
-from keras_transformer.decoding.translator import encode_sources, length_batches
+from keras_transformer.decoding.translator import encode_sources
 from keras_transformer.models import BASE, transformer
 from keras_transformer.textfiles import TruncationWarning
 from keras_transformer.training import Trainer, make_strategy, paper_optimizer

@@ -31,6 +31,7 @@ from keras_transformer.batch_defaults import (
     DEFAULT_IN_FLIGHT,
     DEFAULT_WINDOW,
     default_batch_tokens,
+    length_batches,
 )
 from keras_transformer.data.tokenizer import clean_texts, load_tokenizer
 from keras_transformer.decoding.search import beam_search, greedy_search
@@ -120,32 +121,6 @@ def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use
     translations, scores, _ = translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha,
                                             decode_margin, use_cache, sampling)
     return translations, scores
-
-
-def length_batches(lengths, batch_tokens, batch_size=None):
-    """Cuts sentences into batches of at most `batch_tokens` source tokens,
-    padding counted (rows x the longest row), and at most `batch_size`
-    sentences: the longest first, so that each batch holds sentences of
-    nearly one length (CTranslate2's `batch_type="tokens"`, fairseq's
-    `--max-tokens`). A sentence longer than the budget has a batch of its own.
-
-    Args:
-        lengths: each sentence's tokens, as the search reads them (end
-            token included).
-
-    Returns:
-        A list of arrays of indexes into `lengths`.
-    """
-    order = np.argsort(-np.asarray(lengths, np.int64), kind="stable")
-    batches, start = [], 0
-    while start < len(order):
-        longest = max(int(lengths[order[start]]), 1)
-        rows = max(1, batch_tokens // longest)  # later rows are no longer
-        if batch_size:
-            rows = min(rows, batch_size)
-        batches.append(order[start:start + rows])
-        start += rows
-    return batches
 
 
 class Translator:
