@@ -57,6 +57,7 @@ import tensorflow_text as tf_text
 from keras_transformer import sentencepiece_proto
 from keras_transformer.data import Tokenizer
 from keras_transformer.decoding.translator import search
+from keras_transformer.export import saved_model
 from keras_transformer.export.formats import QUANTIZATIONS as WEIGHTS
 from keras_transformer.export.translate_litert import SEARCH_FILE, TRANSLATE_FILE
 from keras_transformer.pretrained.marian_tokenizer import MarianTokenizer
@@ -107,7 +108,7 @@ def convert(model, tokenizer, weights=("float32",)):
     module = LiteRTModule(model, tokenizer, text_in=text_in_refusal(tokenizer) is None)
     files = {}
     with tempfile.TemporaryDirectory(prefix="litert-") as scratch:
-        tf.saved_model.save(module, scratch, signatures=module.signatures())
+        saved_model.save_traced(scratch, module.signatures(), [model])
         loaded = tf.saved_model.load(scratch)
         for kind in weights:
             files[kind] = {name: _convert(loaded, loaded.signatures[signature], kind)

@@ -19,6 +19,7 @@ Two SavedModels come out of a model:
   (source ids -> encoder output).
 """
 
+import keras
 import tensorflow as tf
 
 from keras_transformer.decoding import Sampling, beam_search, translate_text
@@ -94,8 +95,33 @@ class ServingModule(tf.Module):
 
     def save(self, path):
         """Writes the SavedModel to `path` and returns `path`."""
-        tf.saved_model.save(self, path, signatures=self.signatures())
-        return path
+        return save_traced(path, self.signatures(), [self.model, self.tokenizer])
+
+
+def save_traced(path, signatures, captured):
+    """Writes a SavedModel serving `signatures` (name -> concrete function,
+    traced already), each also an attribute of the loaded object, and
+    returns `path`. `captured`: what the functions read, Keras models (their
+    weights are saved) and other trackables (a tokenizer's resources).
+
+    What is saved holds the traced functions, not `tf.function`s, and the
+    models' weights, not the models: `tf.saved_model.save` traces every
+    `tf.function` of the object it saves anew (inside its save context,
+    which is part of a trace's cache key), and reads every attribute of
+    every object it tracks, which each Keras layer answers by walking its
+    sublayers. Saving the functions' own module did both: the small run's
+    text SavedModel took 13-15 s to write after its signatures were traced,
+    and 2.8 s this way (and 3.2 MB instead of 5.3).
+    """
+    root = tf.Module(name="keras_transformer")
+    root.captured = [variable for item in captured if isinstance(item, keras.Model)
+                     for variable in item.weights]
+    root.captured += [item for item in captured
+                      if item is not None and not isinstance(item, keras.Model)]
+    for name, function in signatures.items():
+        setattr(root, name, function)
+    tf.saved_model.save(root, path, signatures=signatures)
+    return path
 
 
 def signature_names(text):
