@@ -1,16 +1,25 @@
-"""Bad input at the command line, each command run as a user runs it (a
-subprocess): a one-line error on standard error and a non-zero status, or
-warnings that name the lines while the rest is processed; never a
-traceback, and never a lost or half-written file the user already had."""
+"""Bad input at the command line: a one-line error on standard error and a
+non-zero status, or warnings that name the lines while the rest is
+processed; never a traceback, and never a lost or half-written file the
+user already had.
 
+Each command is its script run as `python SCRIPT ARGS` runs it (`cli.run`
+of its `main`: the same messages and exit status), in this process
+(`command`): a process of its own would import TensorFlow again, 7-9 s of
+CPU each, for tests about the command's checks. What belongs to the
+process (bytes on its standard input, Ctrl-C) is tested in one
+(`process_command`, and the Ctrl-C test)."""
+
+import contextlib
+import io
 import os
+import runpy
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import warnings
-
 
 from helpers import processes
 from keras_transformer.decoding import Translator
@@ -20,8 +29,47 @@ GOOD = ["Das Haus ist groß.", "der Baum und das Haus", "Hier war ein Haus nicht
 LONG = "Haus Baum groß " * 1000  # 15,000 characters
 
 
-def command(script, *args, stdin=b"", timeout=300):
-    """Runs a script of the checkout; returns (status, stdout bytes, our stderr lines)."""
+def command(script, *args, stdin=b""):
+    """Runs a script of the checkout in this process as `python SCRIPT ARGS`
+    would, with `stdin` (bytes) as its standard input; returns (status,
+    stdout bytes, our stderr lines). The environment variables it sets (its
+    TensorFlow threads, say) are undone afterwards, and its warnings are
+    shown each time, as in a process of its own."""
+    path = os.path.join(processes.ROOT, script)
+    streams = {name: io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+               for name in ("stdout", "stderr")}
+    environment = dict(os.environ)
+    status = 0
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(warnings.catch_warnings())  # and shows repeated ones again
+        stack.enter_context(_replaced(sys, "argv", [path, *map(str, args)]))
+        stack.enter_context(_replaced(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin),
+                                                                     encoding="utf-8")))
+        stack.enter_context(_replaced(sys, "stdout", streams["stdout"]))
+        stack.enter_context(_replaced(sys, "stderr", streams["stderr"]))
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit as exit:
+            status = exit.code if isinstance(exit.code, int) else 1
+        finally:
+            os.environ.clear()
+            os.environ.update(environment)
+    stderr = streams["stderr"].buffer.getvalue().decode("utf-8", "replace")
+    return status, streams["stdout"].buffer.getvalue(), _messages(stderr)
+
+
+@contextlib.contextmanager
+def _replaced(owner, name, value):
+    saved = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, saved)
+
+
+def process_command(script, *args, stdin=b"", timeout=300):
+    """`command` in a process of its own."""
     result = subprocess.run([sys.executable, os.path.join(processes.ROOT, script), *map(str, args)],
                             input=stdin, capture_output=True, env=processes.environment(),
                             timeout=timeout)
@@ -88,8 +136,8 @@ def test_translate_repairs_a_damaged_file_and_names_the_lines(small_run, tmp_pat
 
 
 def test_translate_reads_invalid_utf8_from_standard_input(small_run):
-    status, stdout, messages = command("examples/translate.py", small_run,
-                                       stdin=b"Das Haus\n\xff\xfe Baum\nder Baum\n")
+    status, stdout, messages = process_command("examples/translate.py", small_run,
+                                               stdin=b"Das Haus\n\xff\xfe Baum\nder Baum\n")
     assert status == 0
     assert messages == ["translate.py: warning: standard input: line 2 had bytes that are not "
                         "UTF-8; they were replaced with U+FFFD"]
