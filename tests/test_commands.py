@@ -3,17 +3,12 @@ non-zero status, or warnings that name the lines while the rest is
 processed; never a traceback, and never a lost or half-written file the
 user already had.
 
-Each command is its script run as `python SCRIPT ARGS` runs it (`cli.run`
-of its `main`: the same messages and exit status), in this process
-(`command`): a process of its own would import TensorFlow again, 7-9 s of
-CPU each, for tests about the command's checks. What belongs to the
-process (bytes on its standard input, Ctrl-C) is tested in one
-(`process_command`, and the Ctrl-C test)."""
+Each command is its script run as `python SCRIPT ARGS` runs it, in this
+process (`helpers.commands.command`: the same messages and exit status);
+what belongs to the process (bytes on its standard input, Ctrl-C) is
+tested in one."""
 
-import contextlib
-import io
 import os
-import runpy
 import shutil
 import signal
 import socket
@@ -22,64 +17,12 @@ import sys
 import warnings
 
 from helpers import processes
+from helpers.commands import command, messages, process_command
 from keras_transformer.decoding import Translator
 from keras_transformer.textfiles import TruncationWarning
 
 GOOD = ["Das Haus ist groß.", "der Baum und das Haus", "Hier war ein Haus nicht klein."]
 LONG = "Haus Baum groß " * 1000  # 15,000 characters
-
-
-def command(script, *args, stdin=b""):
-    """Runs a script of the checkout in this process as `python SCRIPT ARGS`
-    would, with `stdin` (bytes) as its standard input; returns (status,
-    stdout bytes, our stderr lines). The environment variables it sets (its
-    TensorFlow threads, say) are undone afterwards, and its warnings are
-    shown each time, as in a process of its own."""
-    path = os.path.join(processes.ROOT, script)
-    streams = {name: io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
-               for name in ("stdout", "stderr")}
-    environment = dict(os.environ)
-    status = 0
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(warnings.catch_warnings())  # and shows repeated ones again
-        stack.enter_context(_replaced(sys, "argv", [path, *map(str, args)]))
-        stack.enter_context(_replaced(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin),
-                                                                     encoding="utf-8")))
-        stack.enter_context(_replaced(sys, "stdout", streams["stdout"]))
-        stack.enter_context(_replaced(sys, "stderr", streams["stderr"]))
-        try:
-            runpy.run_path(path, run_name="__main__")
-        except SystemExit as exit:
-            status = exit.code if isinstance(exit.code, int) else 1
-        finally:
-            os.environ.clear()
-            os.environ.update(environment)
-    stderr = streams["stderr"].buffer.getvalue().decode("utf-8", "replace")
-    return status, streams["stdout"].buffer.getvalue(), _messages(stderr)
-
-
-@contextlib.contextmanager
-def _replaced(owner, name, value):
-    saved = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, saved)
-
-
-def process_command(script, *args, stdin=b"", timeout=300):
-    """`command` in a process of its own."""
-    result = subprocess.run([sys.executable, os.path.join(processes.ROOT, script), *map(str, args)],
-                            input=stdin, capture_output=True, env=processes.environment(),
-                            timeout=timeout)
-    return result.returncode, result.stdout, _messages(result.stderr.decode("utf-8", "replace"))
-
-
-def _messages(stderr):
-    assert "Traceback" not in stderr, stderr[-3000:]
-    # Only the commands' own lines ("translate.py: ..."); TensorFlow logs too.
-    return [line for line in stderr.splitlines() if line.split(": ", 1)[0].endswith(".py")]
 
 
 def _error(result, *fragments):
@@ -211,7 +154,7 @@ def test_ctrl_c_while_translating_keeps_the_earlier_output(small_run, tmp_path):
     process.send_signal(signal.SIGINT)
     _, rest = process.communicate(timeout=120)
     assert process.returncode == 130, "".join(seen) + rest
-    assert _messages(rest)[-1] == ("translate.py: interrupted; nothing was written; earlier "
+    assert messages(rest)[-1] == ("translate.py: interrupted; nothing was written; earlier "
                                    "output is unchanged")
     assert output.read_text() == "an earlier translation\n"
     assert sorted(os.listdir(tmp_path)) == ["de.txt", "out.txt"]

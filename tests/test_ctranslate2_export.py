@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from helpers import processes
+from helpers.commands import command
 from helpers.processes import CTRANSLATE2_ONLY_PROCESS
 from helpers.small_run import WORDS
 from keras_transformer.data import Tokenizer, train_tokenizer
@@ -208,12 +209,9 @@ def test_translator_in_a_fresh_process_needs_no_tensorflow(small_ct2, reference)
 
 def test_int8_command_loads_and_translates(small_run, small_ct2, tmp_path):
     output = tmp_path / "int8"
-    result = subprocess.run(
-        [sys.executable, os.path.join(processes.ROOT, "export", "export_model.py"),
-         str(small_run), "--output", str(output), "--formats", "ctranslate2",
-         "--quantization", "int8"],
-        capture_output=True, text=True, env=processes.environment(), timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
+    status, _, lines = command("export/export_model.py", small_run, "--output", output,
+                               "--formats", "ctranslate2", "--quantization", "int8")
+    assert status == 0, lines
     report = json.loads((output / "export.json").read_text())
     checked = report["formats"]["ctranslate2"]
     assert report["quantization"] == checked["quantization"] == "int8"
@@ -296,12 +294,9 @@ def test_bad_input_gives_one_line_errors_before_any_work(small_run, tmp_path, mo
     with pytest.raises(ValueError, match="Unknown quantization 'int16'"):
         export_run(str(small_run), str(tmp_path / "out"), formats=["ctranslate2"],
                    quantization="int16")
-    result = subprocess.run(
-        [sys.executable, os.path.join(processes.ROOT, "export", "export_model.py"), str(small_run),
-         "--output", str(tmp_path / "out"), "--quantization", "int16"],
-        capture_output=True, text=True, env=processes.environment(), timeout=300)
-    assert result.returncode == 2 and "invalid choice: 'int16'" in result.stderr
-    assert "Traceback" not in result.stderr
+    status, _, lines = command("export/export_model.py", small_run, "--output", tmp_path / "out",
+                               "--quantization", "int16")
+    assert status == 2 and "invalid choice: 'int16'" in lines[-1]
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as if not installed
     with pytest.raises(ImportError, match=r"CTranslate2 is not installed: pip install"):
         export_run(str(small_run), str(tmp_path / "out"), formats=["ctranslate2"])
