@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # Runs the test suite from nothing: creates .venv, installs keras-transformer
 # with its test dependencies into it (with uv), then runs pytest: the main suite on
-# TensorFlow, then tests/backends (the layers and the model) once per Keras
+# TensorFlow, and tests/backends (the layers and the model) once per Keras
 # backend, each in its own process with KERAS_BACKEND set. Extra arguments
 # are passed to every pytest run (`-k attention`); BACKENDS="jax" (or "",
 # for the main run alone, e.g. with a test file as argument) chooses the
 # backend runs. The main run spreads the test files over TEST_WORKERS
 # processes (pytest-xdist; default 2, the cores CI has; 0 runs in this
-# process); the backend runs go side by side, one process each (their tests
-# are small: each run's time is mostly its own start-up). Needs only
-# Python 3.11 and pip.
+# process); the backend runs go one after another beside it (see below).
+# Needs only Python 3.11 and pip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -38,6 +37,24 @@ check() {
     fi
 }
 
+# The backend runs, one after another, each into its own log, go beside the
+# main run, not after it: one more process on the cores fills the time the
+# main run's workers leave them idle (waiting on a process, a server or a
+# browser, and at the end, when one worker has no file left), and no run
+# waits for the last one of the other kind to end.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+backends=(${BACKENDS-jax torch tensorflow})
+(
+    for backend in "${backends[@]}"; do
+        status=0
+        env KERAS_BACKEND="$backend" .venv/bin/python -m pytest --numprocesses 0 tests/backends \
+            "$@" > "$logs/$backend" 2>&1 || status=$?
+        echo "$status" > "$logs/$backend.status"
+    done
+) &
+backend_runs=$!
+
 # A test file's tests stay in one worker, so its module fixtures are built
 # once. --durations: where the suite's time goes, at the end of the log.
 status=0
@@ -45,21 +62,10 @@ env KERAS_BACKEND=tensorflow .venv/bin/python -m pytest \
     --numprocesses "${TEST_WORKERS-2}" --dist loadfile --durations=25 "$@" || status=$?
 check $status
 
-# The backend runs side by side, each into its own log, printed in turn.
-logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
-backends=(${BACKENDS-jax torch tensorflow})
-pids=()
+wait $backend_runs
 for backend in "${backends[@]}"; do
-    env KERAS_BACKEND="$backend" .venv/bin/python -m pytest --numprocesses 0 tests/backends \
-        "$@" > "$logs/$backend" 2>&1 &
-    pids+=($!)
-done
-for i in "${!backends[@]}"; do
-    status=0
-    wait "${pids[$i]}" || status=$?
-    echo "== tests/backends on the Keras backend ${backends[$i]}"
-    cat "$logs/${backends[$i]}"
-    check $status
+    echo "== tests/backends on the Keras backend $backend"
+    cat "$logs/$backend"
+    check "$(cat "$logs/$backend.status")"
 done
 exit $failed
