@@ -77,7 +77,9 @@ class ServingModule(tf.Module):
         return {"translations": translations[:, 0], "scores": scores[:, 0]}
 
     def _serving_default(self, text):
-        outputs = self._translate(text, *self.defaults)
+        # A call of `translate`'s traced graph, not a second trace of the
+        # search: half the tracing of the two, and one copy in the file.
+        outputs = self.translate(text, *self.defaults)
         return {"translations": outputs["translations"][:, 0], "scores": outputs["scores"][:, 0]}
 
     def with_text(self, tokenizer):
