@@ -239,7 +239,7 @@ def jax_updates(trainer, vocab, rows, length, count=1):
     callable (`updates`)."""
     batches = itertools.repeat(numpy_batch(rows, length, vocab))
     return updates(lambda: trainer.train_step(batches), count,
-                   lambda _: trainer.pending_sums()["loss"])
+                   lambda _: trainer.pending_sums().get("loss"))
 
 
 class TensorFlowWorker:
