@@ -15,7 +15,6 @@ import keras
 from keras import ops
 
 from keras_transformer.layers import _validation
-from keras_transformer.layers._dropout import Dropout
 from keras_transformer.layers._dense import over_positions
 from keras_transformer.layers._shapes import size
 
@@ -110,7 +109,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
-        self._dropout_layer = Dropout(dropout, dtype=self.dtype_policy)
+        self._dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, query_shape, value_shape=None, key_shape=None):
         def dense(units, name, use_bias=self.use_bias):

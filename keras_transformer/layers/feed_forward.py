@@ -8,7 +8,6 @@ applied to every position separately and identically.
 import keras
 
 from keras_transformer.layers import _validation
-from keras_transformer.layers._dropout import Dropout
 from keras_transformer.layers._dense import over_positions
 
 
@@ -67,7 +66,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
 
         self.inner_dense = dense(self.d_ff, self.activation, "inner")
         self.inner_dense.build(input_shape)
-        self.inner_dropout = Dropout(self.dropout, dtype=self.dtype_policy)
+        self.inner_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.output_dense = dense(self.output_dim or input_shape[-1], None, "output")
         self.output_dense.build(tuple(input_shape[:-1]) + (self.d_ff,))
 

@@ -14,7 +14,6 @@ from keras_transformer.layers import (
     TransformerEncoderLayer,
 )
 from keras_transformer.layers import _validation
-from keras_transformer.layers._dropout import Dropout
 from keras_transformer.models.config import BASE, BIG, TransformerConfig
 from keras_transformer.special_ids import PAD_ID  # the default of config.pad_id
 
@@ -142,8 +141,8 @@ class Transformer(keras.Model):
             "target_embedding": target_embedding,
             "source_positions": positions("source_positions"),
             "target_positions": positions("target_positions"),
-            "source_dropout": Dropout(config.dropout, name="source_dropout"),
-            "target_dropout": Dropout(config.dropout, name="target_dropout"),
+            "source_dropout": keras.layers.Dropout(config.dropout, name="source_dropout"),
+            "target_dropout": keras.layers.Dropout(config.dropout, name="target_dropout"),
             "encoder_layers": stack(TransformerEncoderLayer, config.num_encoder_layers,
                                     "encoder_layer"),
             "decoder_layers": stack(TransformerDecoderLayer, config.num_decoder_layers,

@@ -13,8 +13,7 @@ Since -log p_k = logsumexp(z) - z_k for logits z, and -log p_y = nll, this is
 and its gradient with respect to the logits is p - q. So every statistic of
 a token comes from four numbers of its row of logits, the maximum, the
 log-sum-exp, the mean and the target's logit, which a compiler computes
-reading the row once (on JAX one online log-sum-exp reduction,
-`_one_read_row_statistics`);
+reading the row once or twice (XLA fuses the three reductions that read it);
 the accuracy is "the target's logit is the row's maximum", with no second
 argmax pass over the vocabulary. The gradient is written out
 (`keras.ops.custom_gradient`, on every backend) as one element-wise
@@ -54,10 +53,13 @@ def per_token_statistics(labels, logits, label_smoothing):
     @ops.custom_gradient
     def statistics(logits, labels):
         values = ops.cast(logits, "float32")  # element by element, fused into each reduction
-        largest, log_normaliser, mean = _row_statistics(values)
+        largest = ops.max(values, axis=-1)
+        log_normaliser = largest + ops.log(
+            ops.sum(ops.exp(values - largest[..., None]), axis=-1))
         target = ops.squeeze(ops.take_along_axis(values, labels[..., None], axis=-1), -1)
         nll = log_normaliser - target
-        smoothed = nll + label_smoothing * (target - mean) if label_smoothing else nll
+        smoothed = nll + label_smoothing * (target - ops.mean(values, axis=-1)) \
+            if label_smoothing else nll
         hits = ops.cast(ops.greater_equal(target, largest), "float32")
 
         def gradient(*arguments, upstream=None):
@@ -80,47 +82,6 @@ def per_token_statistics(labels, logits, label_smoothing):
 
     smoothed, nll, hits = ops.unstack(statistics(logits, labels), 3)
     return smoothed, nll, hits
-
-
-def _row_statistics(values):
-    """`(maximum, log-sum-exp, mean)` of each row of float32 `values` (the
-    last axis): on JAX in one reduction (`_one_read_row_statistics`), on
-    the other backends as three."""
-    if keras.backend.backend() == "jax":
-        return _one_read_row_statistics(values)
-    largest = ops.max(values, axis=-1)
-    log_normaliser = largest + ops.log(ops.sum(ops.exp(values - largest[..., None]), axis=-1))
-    return largest, log_normaliser, ops.mean(values, axis=-1)
-
-
-def _one_read_row_statistics(values):
-    """The three of `_row_statistics` from one read of each row, as an
-    online log-sum-exp: one variadic reduction whose partial results are
-    the running maximum, the sum of exponentials relative to it (rescaled
-    when the maximum grows) and the plain sum. XLA keeps `_row_statistics`'
-    three reductions (a maximum, then a sum and a sum of exponentials) in
-    three GPU kernels that each read the whole logits: 0.66-0.70 ms each
-    for base's 25,600 x 37,000 on an H100. `keras.ops` has no variadic
-    reduction, hence JAX's own (the gradient is written out in
-    `per_token_statistics`, so nothing differentiates this)."""
-    import jax
-    import jax.numpy as jnp
-
-    # The lowest float, not -inf: combining two empty partials must not
-    # compute exp(-inf - -inf).
-    lowest = jnp.finfo(values.dtype).min
-
-    def combine(one, other):
-        largest = jnp.maximum(one[0], other[0])
-        return (largest,
-                one[1] * jnp.exp(one[0] - largest) + other[1] * jnp.exp(other[0] - largest),
-                one[2] + other[2])
-
-    zero = jnp.zeros((), values.dtype)
-    largest, exponentials, total = jax.lax.reduce(
-        (values, jnp.ones_like(values), values), (lowest.astype(values.dtype), zero, zero),
-        combine, (values.ndim - 1,))
-    return largest, largest + jnp.log(exponentials), total / values.shape[-1]
 
 
 def token_statistics(labels, logits, label_smoothing, pad_id=PAD_ID):
