@@ -13,7 +13,9 @@ from helpers.backends import REVERSE_VOCAB, exact_match, numpy, reverse_arrays
 from keras_transformer.models import BASE, transformer
 from keras_transformer.training import (
     LabelSmoothedCrossEntropy,
+    LinearDecaySchedule,
     TransformerSchedule,
+    backends,
     paper_optimizer,
     token_statistics,
 )
@@ -176,14 +178,11 @@ def test_a_small_model_learns_the_reverse_task_with_fit(learning_seed):
     assert before < 0.01 and after >= 0.95
 
 
-def test_the_learning_rate_follows_a_schedule_moved_while_training():
-    # `TimeBudget` moves `LinearDecaySchedule.total_steps` between updates;
-    # this backend's compiled update must read its value of the moment (on
-    # JAX a variable read inside `jax.jit` would be compiled in as a constant).
-    # One update an epoch: the logs at an epoch's end are those of its last
-    # update on every backend (within an epoch, JAX's run one update behind).
-    from keras_transformer.training import LinearDecaySchedule, backends
-
+def _scheduled_trainer():
+    """`(config, schedule, trainer)`: this backend's trainer of a small
+    model whose linear-decay schedule (2 warm-up steps, 100 in all) a test
+    may move. (The same program for both tests that use it: JAX compiles
+    it once.)"""
     backend = backends.current()
     strategy = backend.strategy("default")
     config = CONFIG.replace(warmup_steps=2)
@@ -192,6 +191,16 @@ def test_the_learning_rate_follows_a_schedule_moved_while_training():
         schedule = LinearDecaySchedule(config.d_model, 2, 1.0, total_steps=100)
         trainer = backend.trainer(model, paper_optimizer(config, schedule), strategy, 0.1, 1,
                                   False)
+    return config, schedule, trainer
+
+
+def test_the_learning_rate_follows_a_schedule_moved_while_training():
+    # `TimeBudget` moves `LinearDecaySchedule.total_steps` between updates;
+    # this backend's compiled update must read its value of the moment (on
+    # JAX a variable read inside `jax.jit` would be compiled in as a constant).
+    # One update an epoch: the logs at an epoch's end are those of its last
+    # update on every backend (within an epoch, JAX's run one update behind).
+    config, schedule, trainer = _scheduled_trainer()
     totals, seen = [100.0, 50.0, 9.0, 7.0], []
 
     class Move(keras.callbacks.Callback):
@@ -219,13 +228,7 @@ def test_each_updates_statistics_come_back_once_and_in_order():
     # and `pending_sums` the rest: over four updates of batches with
     # different numbers of real tokens, each update's come back once, in
     # order, whatever the backend's lag; and the epoch's logs count all four.
-    from keras_transformer.training import backends
-
-    backend = backends.current()
-    strategy = backend.strategy("default")
-    with backend.scope(strategy):
-        model = transformer(CONFIG, REVERSE_VOCAB)
-        trainer = backend.trainer(model, paper_optimizer(CONFIG), strategy, 0.1, 1, False)
+    _, _, trainer = _scheduled_trainer()
     batches = [reverse_arrays(seed, 8) for seed in range(4)]
     tokens = [float(np.count_nonzero(labels)) for _, labels in batches]
     assert len(set(tokens)) > 1
