@@ -77,6 +77,11 @@ BF16_PEAKS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
 """Dense bfloat16 tensor-core peaks (SXM parts), by the name in the device kind."""
 GOALS = {"base": 0.40, "big": 0.50}
 """The MFU goals at about 25k target tokens a step on an H100 or H200."""
+UPDATES_A_TURN = 10
+"""On a GPU, updates a contender runs in a turn before it waits for the
+device: a training loop never drains the device's queue between updates
+(`JaxTrainer.train_step` reads an update's statistics after dispatching the
+next), so neither does a timed turn but at its end."""
 
 
 def ours(config, vocab, batch, length, xla=False, precision="float32"):
@@ -86,10 +91,12 @@ def ours(config, vocab, batch, length, xla=False, precision="float32"):
     return synthetic_step(config, vocab, batch, length, precision, xla)
 
 
-def pytorch(config, vocab, batch, length, device="cpu", compiled=False, bfloat16=False):
-    """One training step of the `torch.nn.Transformer` model, as a callable:
-    eager or under `torch.compile`, in float32 or bfloat16 autocast, with
-    Adam's fused update where PyTorch has it for the device."""
+def pytorch(config, vocab, batch, length, device="cpu", compiled=False, bfloat16=False,
+            count=1):
+    """`count` training steps of the `torch.nn.Transformer` model, as a
+    callable (`updates`): eager or under `torch.compile`, in float32 or
+    bfloat16 autocast, with Adam's fused update where PyTorch has it for
+    the device."""
     import torch
 
     from keras_transformer.training.sizing import random_batch
@@ -110,10 +117,23 @@ def pytorch(config, vocab, batch, length, device="cpu", compiled=False, bfloat16
             loss = loss_fn(logits.reshape(-1, vocab), labels.reshape(-1))
         loss.backward()
         optimizer.step()
-        return loss.item()
+        return loss
 
     model.train()
-    return step
+    return updates(step, count, lambda loss: loss.item())
+
+
+def updates(step, count, finish):
+    """A callable that runs `step` `count` times and then `finish(the last
+    step's result)`, which waits for the device: the updates queue up as
+    in a training loop that reads its statistics late, and a turn's time
+    over `count` is an update's."""
+    def run():
+        for _ in range(count):
+            result = step()
+        return finish(result)
+
+    return run
 
 
 def main():
@@ -214,10 +234,12 @@ def numpy_batch(rows, length, vocab, seed=0):
     return {"source_ids": source, "target_ids": target_in}, labels
 
 
-def jax_step(trainer, vocab, rows, length):
-    """One update of a `JaxTrainer` on a fixed random batch, as a callable."""
+def jax_updates(trainer, vocab, rows, length, count=1):
+    """`count` updates of a `JaxTrainer` on a fixed random batch, as a
+    callable (`updates`)."""
     batches = itertools.repeat(numpy_batch(rows, length, vocab))
-    return lambda: trainer.train_step(batches)["loss"]
+    return updates(lambda: trainer.train_step(batches), count,
+                   lambda _: trainer.pending_sums().get("loss"))
 
 
 class TensorFlowWorker:
@@ -321,16 +343,20 @@ def jax_main(args):
 def time_size(args, config, preset, rows, trainer, on_gpu, tensorflow, peaks, named_peak):
     """Times ours (`trainer`'s update) and the others at one size, in turns;
     prints a line each and returns `{(preset, rows, name): (seconds, MFU)}`."""
-    contenders = {"ours (Keras on JAX)": jax_step(trainer, args.vocab, rows, args.length)}
+    count = UPDATES_A_TURN if on_gpu else 1
+    contenders = {"ours (Keras on JAX)": jax_updates(trainer, args.vocab, rows, args.length,
+                                                     count)}
     if not args.no_torch:
         contenders["torch.compile"] = pytorch(config, args.vocab, rows, args.length,
                                               "cuda" if on_gpu else "cpu", compiled=True,
-                                              bfloat16=on_gpu)
+                                              bfloat16=on_gpu, count=count)
     if tensorflow:
         contenders["ours (Keras on TensorFlow)"] = TensorFlowWorker(preset, rows, args.length,
                                                                      args.vocab)
     seconds = timed_interleaved(contenders | {name: run for name, (run, _) in peaks.items()},
                                 warmup=2, repeats=args.steps)
+    seconds |= {name: seconds[name] / count for name in contenders
+                if not isinstance(contenders[name], TensorFlowWorker)}
     peak = named_peak or max(work / seconds[name] for name, (_, work) in peaks.items())
     flops = training_flops(config, args.vocab, rows, args.length, args.length)
     results = {}
@@ -400,10 +426,12 @@ def profile(trainer, config, vocab, rows, length, directory, updates=5):
 
     batches = itertools.repeat(numpy_batch(rows, length, vocab))
     trainer.train_step(batches)
+    trainer.pending_sums()
     with jax.profiler.trace(directory, create_perfetto_trace=True):
         started = time.perf_counter()
         for _ in range(updates):
             trainer.train_step(batches)
+        trainer.pending_sums()
         wall = (time.perf_counter() - started) / updates
     path = max(glob.glob(os.path.join(directory, "**", "perfetto_trace.json.gz"), recursive=True),
                key=os.path.getmtime)
@@ -451,13 +479,12 @@ def loop_against_bare(trainer, vocab, rows, length, updates=60):
     from keras_transformer.training.checkpoints import SafetensorsCheckpoints
 
     batches = [numpy_batch(rows, length, vocab, seed) for seed in range(4)]
-    fixed = itertools.repeat(batches[0])
-    trainer.train_step(fixed)
+    bare = jax_updates(trainer, vocab, rows, length, updates)
+    bare()
     rounds = {"bare": [], "loop": []}
     for _ in range(3):  # in turns
         started = time.perf_counter()
-        for _ in range(updates):
-            trainer.train_step(fixed)
+        bare()
         rounds["bare"].append((time.perf_counter() - started) / updates)
         started = time.perf_counter()
         with open(os.devnull, "w") as nowhere, contextlib.redirect_stdout(nowhere):

@@ -39,7 +39,9 @@ class TrainingLoop:
 
     A subclass sets `self.model` and `self.optimizer` and defines:
         `train_step(iterator)`: one update from the micro-batches it takes
-            from `iterator`; returns the update's `SUMS` as Python floats.
+            from `iterator`; returns the `SUMS` of the updates it has
+            finished since the last call, as Python floats (this one's,
+            or, on JAX, the one before: see `pending_sums`).
         `_training_iterator(dataset)`: the iterator `train_step` reads.
         `_evaluation_sums(dataset)`: the `SUMS` of each batch of a finite
             dataset, as dicts of floats.
@@ -71,6 +73,16 @@ class TrainingLoop:
 
     def sync(self):
         """Makes the model's and the optimizer's variables current."""
+
+    def pending_sums(self):
+        """The `SUMS` of updates made that `train_step` has not returned
+        yet, as Python floats: `{}` where it returns each update's own (a
+        trainer that reads an update's statistics only after dispatching
+        the next, as `JaxTrainer` does, returns the last one's here). The
+        loop adds them at the end of an epoch, so the epoch's logs count
+        every update; within an epoch, the progress bar runs one update
+        behind."""
+        return {}
 
     def evaluate(self, dataset):
         """Teacher-forced loss, perplexity and accuracy over a finite dataset."""
@@ -133,14 +145,11 @@ class TrainingLoop:
             epoch_end = min(steps, (epoch + 1) * steps_per_epoch)
             while step < epoch_end and not self.model.stop_training:
                 callbacks.on_train_batch_begin(batch)
-                for key, value in self.train_step(iterator).items():
-                    sums[key] += value
+                _add(sums, self.train_step(iterator))
                 step = self.step
-                logs = averages(sums) | {
-                    "learning_rate": self.learning_rate,
-                    "step": step,
-                    "tokens_per_second": sums["tokens"] / (time.monotonic() - started),
-                }
+                if step == epoch_end:
+                    _add(sums, self.pending_sums())
+                logs = _logs(sums, started, step, self.learning_rate)
                 if step == epoch_end:
                     # Validate and log before the batch-end callbacks, so that
                     # a checkpoint of this step never exists without its log.
@@ -148,7 +157,9 @@ class TrainingLoop:
                 callbacks.on_train_batch_end(batch, logs)
                 batch += 1
             if batch and step != epoch_end:  # stopped early by a callback
-                logs = self._end_epoch(logs, validation_data, validators, log, history)
+                _add(sums, self.pending_sums())
+                logs = self._end_epoch(_logs(sums, started, step, self.learning_rate),
+                                       validation_data, validators, log, history)
             callbacks.on_epoch_end(epoch, logs)
         self.sync()
         callbacks.on_train_end(logs)
@@ -165,6 +176,20 @@ class TrainingLoop:
             log.write(logs)
         history.append(logs)
         return logs
+
+
+def _add(sums, more):
+    for key, value in more.items():
+        sums[key] += value
+
+
+def _logs(sums, started, step, learning_rate):
+    """What the callbacks see after an update: the epoch's averages so far."""
+    return averages(sums) | {
+        "learning_rate": learning_rate,
+        "step": step,
+        "tokens_per_second": sums["tokens"] / (time.monotonic() - started),
+    }
 
 
 def averages(sums):

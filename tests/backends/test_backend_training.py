@@ -13,7 +13,9 @@ from helpers.backends import REVERSE_VOCAB, exact_match, numpy, reverse_arrays
 from keras_transformer.models import BASE, transformer
 from keras_transformer.training import (
     LabelSmoothedCrossEntropy,
+    LinearDecaySchedule,
     TransformerSchedule,
+    backends,
     paper_optimizer,
     token_statistics,
 )
@@ -176,12 +178,11 @@ def test_a_small_model_learns_the_reverse_task_with_fit(learning_seed):
     assert before < 0.01 and after >= 0.95
 
 
-def test_the_learning_rate_follows_a_schedule_moved_while_training():
-    # `TimeBudget` moves `LinearDecaySchedule.total_steps` between updates;
-    # this backend's compiled update must read its value of the moment (on
-    # JAX a variable read inside `jax.jit` would be compiled in as a constant).
-    from keras_transformer.training import LinearDecaySchedule, backends
-
+def _scheduled_trainer():
+    """`(config, schedule, trainer)`: this backend's trainer of a small
+    model whose linear-decay schedule (2 warm-up steps, 100 in all) a test
+    may move. (The same program for both tests that use it: JAX compiles
+    it once.)"""
     backend = backends.current()
     strategy = backend.strategy("default")
     config = CONFIG.replace(warmup_steps=2)
@@ -190,12 +191,22 @@ def test_the_learning_rate_follows_a_schedule_moved_while_training():
         schedule = LinearDecaySchedule(config.d_model, 2, 1.0, total_steps=100)
         trainer = backend.trainer(model, paper_optimizer(config, schedule), strategy, 0.1, 1,
                                   False)
+    return config, schedule, trainer
+
+
+def test_the_learning_rate_follows_a_schedule_moved_while_training():
+    # `TimeBudget` moves `LinearDecaySchedule.total_steps` between updates;
+    # this backend's compiled update must read its value of the moment (on
+    # JAX a variable read inside `jax.jit` would be compiled in as a constant).
+    # One update an epoch: the logs at an epoch's end are those of its last
+    # update on every backend (within an epoch, JAX's run one update behind).
+    config, schedule, trainer = _scheduled_trainer()
     totals, seen = [100.0, 50.0, 9.0, 7.0], []
 
     class Move(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
             seen.append((logs["step"], logs["learning_rate"]))
-            schedule.total_steps.assign(totals[batch + 1])
+            schedule.total_steps.assign(totals[int(logs["step"])])
 
     inputs, labels = reverse_arrays(0, 8)
     if BACKEND == "tensorflow":
@@ -204,8 +215,49 @@ def test_the_learning_rate_follows_a_schedule_moved_while_training():
         batches = tf.data.Dataset.from_tensors((inputs, labels)).repeat()
     else:
         batches = itertools.repeat((inputs, labels))
-    trainer.train(batches, steps=3, steps_per_epoch=3, callbacks=[Move()], verbose=0)
+    trainer.train(batches, steps=3, steps_per_epoch=1, callbacks=[Move()], verbose=0)
     assert [step for step, _ in seen] == [1, 2, 3]
     for (step, rate), total in zip(seen, totals):
         expected = LinearDecaySchedule(config.d_model, 2, 1.0, total_steps=total)(step)
         assert rate == pytest.approx(float(numpy(expected)), rel=1e-5), (step, total)
+
+
+def test_each_updates_statistics_come_back_once_and_in_order():
+    # `train_step` returns the statistics of the updates finished since its
+    # last call (on JAX the one before, read after the next is dispatched)
+    # and `pending_sums` the rest: over four updates of batches with
+    # different numbers of real tokens, each update's come back once, in
+    # order, whatever the backend's lag; and the epoch's logs count all four.
+    _, _, trainer = _scheduled_trainer()
+    batches = [reverse_arrays(seed, 8) for seed in range(4)]
+    tokens = [float(np.count_nonzero(labels)) for _, labels in batches]
+    assert len(set(tokens)) > 1
+
+    def dataset():
+        if BACKEND == "tensorflow":
+            import tensorflow as tf
+
+            return tf.data.Dataset.from_generator(
+                lambda: iter(batches),
+                output_signature=({name: tf.TensorSpec((8, 9), tf.int32)
+                                   for name in ("source_ids", "target_ids")},
+                                  tf.TensorSpec((8, 9), tf.int32))).repeat()
+        return itertools.cycle(batches)
+
+    iterator = trainer._training_iterator(dataset())
+    returned = [trainer.train_step(iterator) for _ in range(4)] + [trainer.pending_sums()]
+    assert [sums["tokens"] for sums in returned if sums] == tokens
+    assert trainer.pending_sums() == {}
+
+    recorded = []
+    for name in ("train_step", "pending_sums"):
+        def recording(*arguments, method=getattr(trainer, name)):
+            recorded.append(method(*arguments))
+            return recorded[-1]
+
+        setattr(trainer, name, recording)
+    history = trainer.train(dataset(), steps=8, steps_per_epoch=4, verbose=0)
+    assert [logs["step"] for logs in history] == [8]
+    assert sum(sums.get("tokens", 0.0) for sums in recorded) == sum(tokens)
+    assert history[0]["loss"] == pytest.approx(
+        sum(sums.get("loss", 0.0) for sums in recorded) / sum(tokens), rel=1e-6)

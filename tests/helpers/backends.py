@@ -16,9 +16,15 @@ def numpy(x):
     return keras.ops.convert_to_numpy(x)
 
 
-def others():
-    """The backends other than the one this process runs."""
-    return [name for name in BACKENDS if name != keras.backend.backend()]
+def partner():
+    """The backend that loads the files this process's backend saves in
+    tests/backends' exchange: the next in `BACKENDS`, round. Over the three
+    runs every backend loads a file natively saved on one other backend
+    (its partner's) and one the third backend saved again after loading it
+    (its own file's journey back), so each pair is crossed in both
+    directions with three processes, not six."""
+    index = BACKENDS.index(keras.backend.backend())
+    return BACKENDS[(index + 1) % len(BACKENDS)]
 
 
 VOCAB = 40
