@@ -148,12 +148,13 @@ class TrainingLoop:
                 _add(sums, self.train_step(iterator))
                 step = self.step
                 if step == epoch_end:
-                    _add(sums, self.pending_sums())
-                logs = _logs(sums, started, step, self.learning_rate)
-                if step == epoch_end:
                     # Validate and log before the batch-end callbacks, so that
                     # a checkpoint of this step never exists without its log.
-                    logs = self._end_epoch(logs, validation_data, validators, log, history)
+                    _add(sums, self.pending_sums())
+                    logs = self._end_epoch(_logs(sums, started, step, self.learning_rate),
+                                           validation_data, validators, log, history)
+                else:
+                    logs = _logs(sums, started, step, self.learning_rate)
                 callbacks.on_train_batch_end(batch, logs)
                 batch += 1
             if batch and step != epoch_end:  # stopped early by a callback

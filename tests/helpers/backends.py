@@ -19,10 +19,9 @@ def numpy(x):
 def partner():
     """The backend that loads the files this process's backend saves in
     tests/backends' exchange: the next in `BACKENDS`, round. Over the three
-    runs every backend loads a file natively saved on one other backend
-    (its partner's) and one the third backend saved again after loading it
-    (its own file's journey back), so each pair is crossed in both
-    directions with three processes, not six."""
+    runs every backend loads the files natively saved on the backend before
+    it, and its own files as its partner saved them again, so each pair is
+    crossed in both directions with three processes, not six."""
     index = BACKENDS.index(keras.backend.backend())
     return BACKENDS[(index + 1) % len(BACKENDS)]
 
