@@ -16,6 +16,8 @@ import subprocess
 import sys
 import warnings
 
+import pytest
+
 from helpers import processes
 from helpers.commands import command, messages, process_command
 from keras_transformer.decoding import Translator
@@ -141,7 +143,10 @@ def test_ctrl_c_while_translating_keeps_the_earlier_output(small_run, tmp_path):
     process = subprocess.Popen(
         [sys.executable, os.path.join(processes.ROOT, "examples/translate.py"), str(small_run),
          "--input", str(source), "--output", str(output), "--overwrite", "--window", "256"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=processes.environment(), text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # faulthandler: a process still running long after Ctrl-C is sent
+        # SIGABRT below, and writes where each of its threads stands.
+        env=processes.environment(PYTHONFAULTHANDLER=1),
         # Ctrl-C as at a terminal: a shell starts background jobs (a CI
         # script run with `&`) with SIGINT ignored, and Python then installs
         # no KeyboardInterrupt handler, so the child gets the default back.
@@ -152,7 +157,12 @@ def test_ctrl_c_while_translating_keeps_the_earlier_output(small_run, tmp_path):
         if "exceeded the model's" in line:
             break
     process.send_signal(signal.SIGINT)
-    _, rest = process.communicate(timeout=120)
+    try:
+        _, rest = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        pytest.fail("translate.py still ran 120 s after Ctrl-C:\n"
+                    + "".join(seen) + process.communicate(timeout=60)[1][-6000:])
     assert process.returncode == 130, "".join(seen) + rest
     assert messages(rest)[-1] == ("translate.py: interrupted; nothing was written; earlier "
                                    "output is unchanged")
