@@ -178,7 +178,7 @@ def test_train_py_killed_on_prepared_data_resumes_at_its_place_in_the_data(prepa
     the weights and optimizer and reads on from the batch the killed one
     had reached (no dropout, so that a step depends on its batch alone)."""
     _, shards, info = prepared
-    steps = 40
+    steps = 24
     settings = {key: getattr(CONFIG, key) for key in (
         "num_encoder_layers", "num_decoder_layers", "d_model", "d_ff", "num_heads")}
     settings |= {"max_length": MAX_LENGTH, "dropout": 0.0}

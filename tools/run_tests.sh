@@ -42,15 +42,15 @@ check() {
 # main run's workers leave them idle (waiting on a process, a server or a
 # browser, and at the end, when one worker has no file left), and no run
 # waits for the last one of the other kind to end.
-# With the main run's workers and the backend runs beside them there are
-# more busy processes than cores: one thread per operation in TensorFlow
-# and in PyTorch's OpenMP (the processes the tests start inherit it). Their
-# pools' threads wait for work by spinning, which on cores this full takes
-# time from the other processes: three processes training on 2 cores ran
-# 1.3x faster on TensorFlow with one thread each, and 3x on PyTorch
-# (JAX's XLA was slower with one thread, so it keeps its own). A user's own
-# setting is kept.
-export TF_NUM_INTRAOP_THREADS=${TF_NUM_INTRAOP_THREADS-1} OMP_NUM_THREADS=${OMP_NUM_THREADS-1}
+# With the main run's workers and the backend runs beside them, PyTorch's
+# OpenMP threads (in the PyTorch backend run and in the processes the tests
+# start, which inherit this) would wait for work by spinning on cores that
+# other processes need: three processes of PyTorch tests on 2 cores ran 3x
+# faster with one thread each. (TensorFlow's pools spin too, but one
+# thread per operation gained nothing in a clean clone's run, 1,714 s for
+# the main run against 1,720 s, its training tests slower when they had a
+# core to spare.) A user's own setting is kept.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS-1}
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 backends=(${BACKENDS-jax torch tensorflow})
