@@ -65,10 +65,15 @@ backends=(${BACKENDS-jax torch tensorflow})
 backend_runs=$!
 
 # A test file's tests stay in one worker, so its module fixtures are built
-# once. --durations: where the suite's time goes, at the end of the log.
+# once. The files go out in the order tests/conftest.py gives them (its
+# LONGEST_FILES first): pytest-xdist would otherwise reorder them by their
+# number of tests, which started the one-test files of a few minutes each
+# (learning, resume) last, with the other worker idle. --durations: where
+# the suite's time goes, at the end of the log.
 status=0
 env KERAS_BACKEND=tensorflow .venv/bin/python -m pytest \
-    --numprocesses "${TEST_WORKERS-2}" --dist loadfile --durations=25 "$@" || status=$?
+    --numprocesses "${TEST_WORKERS-2}" --dist loadfile --no-loadscope-reorder --durations=25 \
+    "$@" || status=$?
 check $status
 
 wait $backend_runs
