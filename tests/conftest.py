@@ -20,22 +20,6 @@ import pytest  # noqa: E402
 from keras_transformer.models import BASE  # noqa: E402
 
 
-# The files that keep one worker busy longest (most first, from the
-# `--durations` that tools/run_tests.sh prints), run before the others:
-# pytest-xdist (`--dist loadfile --no-loadscope-reorder`) hands out whole
-# files in collection order, so a long file collected last would leave the
-# other worker idle at the end. The first two go one to each worker:
-# test_translate_corpus builds the shared `small_export`, which many later
-# files read, while test_resume needs no shared folder.
-LONGEST_FILES = ("test_translate_corpus.py", "test_resume.py", "test_ctranslate2_export.py",
-                 "test_training_backends.py", "test_decoding.py", "test_prepared_data.py",
-                 "test_litert_export.py", "test_learning.py", "test_pretrained_runs.py",
-                 "test_export.py", "test_commands.py", "test_distributed.py", "test_runtimes.py",
-                 "test_model.py", "test_sampling.py", "test_precision.py",
-                 "test_pretrained_fsmt.py", "test_data.py", "test_serve.py",
-                 "test_pretrained_marian.py", "test_onnx_beam_search.py")
-
-
 def pytest_addoption(parser):
     parser.addoption(
         "--learning-seed", type=int, default=0,
@@ -48,14 +32,6 @@ def learning_seed(request):
     """`--learning-seed` (0 by default): the tests that train a model and
     assert on what it learned add it to their seeds."""
     return request.config.getoption("--learning-seed")
-
-
-def pytest_collection_modifyitems(items):
-    def rank(item):
-        name = item.path.name
-        return LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES)
-
-    items.sort(key=rank)  # stable: tests keep their order within a file
 
 
 @pytest.fixture(autouse=True)
