@@ -37,11 +37,6 @@ check() {
     fi
 }
 
-# The backend runs, one after another, each into its own log, go beside the
-# main run, not after it: one more process on the cores fills the time the
-# main run's workers leave them idle (waiting on a process, a server or a
-# browser, and at the end, when one worker has no file left), and no run
-# waits for the last one of the other kind to end.
 # With the main run's workers and the backend runs beside them, PyTorch's
 # OpenMP threads (in the PyTorch backend run and in the processes the tests
 # start, which inherit this) would wait for work by spinning on cores that
@@ -51,6 +46,12 @@ check() {
 # the main run against 1,720 s, its training tests slower when they had a
 # core to spare.) A user's own setting is kept.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS-1}
+
+# The backend runs, one after another, each into its own log, go beside the
+# main run, not after it: one more process on the cores fills the time the
+# main run's workers leave them idle (waiting on a process, a server or a
+# browser, and at the end, when one worker has no file left), and no run
+# waits for the last one of the other kind to end.
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 backends=(${BACKENDS-jax torch tensorflow})
