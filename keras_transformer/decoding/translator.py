@@ -196,7 +196,6 @@ class Translator:
         self.batch_size = batch_size
         self.overlong = overlong
         self.in_flight = in_flight
-        self._threads = None
         self.sampling = sampling
         # One traced search for one translation a sentence (the beam ends
         # each sentence once its best is settled), one for n-best lists;
@@ -348,13 +347,31 @@ class Translator:
         traced = self._translate if one else self._translate_n_best
 
         batches = length_batches(lengths + 1, self.batch_tokens, self.batch_size)
-        if self.in_flight > 1:
-            if self._threads is None:
-                self._threads = concurrent.futures.ThreadPoolExecutor(self.in_flight)
-            searched = self._threads.map(search, batches)
-        else:
-            searched = map(search, batches)
         results = [None] * len(sentences)
+        if self.in_flight == 1:
+            self._collect(map(search, batches), results, n_best, on_batch)
+        else:
+            # A pool a window, shut down however the window ends: callers on
+            # several threads share no pool, and its threads cost
+            # microseconds to start. The stop that shutting down puts on the
+            # queue also ends a thread that Ctrl-C interrupted while it
+            # started (Thread.start waits for it, where a Ctrl-C in `map`
+            # most often lands): the pool never registered that thread, and
+            # Python used to wait for it at exit forever.
+            with concurrent.futures.ThreadPoolExecutor(self.in_flight) as threads:
+                try:
+                    self._collect(threads.map(search, batches), results, n_best, on_batch)
+                except BaseException:
+                    # Ctrl-C (or an error): the queued batches are dropped,
+                    # not searched first.
+                    threads.shutdown(wait=False, cancel_futures=True)
+                    raise
+        yield from results
+
+    @staticmethod
+    def _collect(searched, results, n_best, on_batch):
+        """Writes each searched batch's translations (or n-best lists) to
+        their sentences' places in `results`."""
         for rows, (texts, scores, output_lengths) in searched:
             for i, row_texts, row_scores in zip(rows, texts.numpy(), scores.numpy()):
                 hypotheses = [(t.decode("utf-8", errors="replace"), float(s))
@@ -362,7 +379,6 @@ class Translator:
                 results[i] = hypotheses[:n_best] if n_best else hypotheses[0][0]
             if on_batch is not None:
                 on_batch(len(rows), int(output_lengths.numpy().sum()))
-        yield from results
 
 
 def load_model_and_tokenizer(directory, model_file=None):
