@@ -21,7 +21,8 @@ from keras_transformer.data import shape_boundaries
 from keras_transformer.training import backends
 
 STEPS = 5
-TWO_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+# Added to the XLA flags tests/conftest.py sets.
+TWO_DEVICES = {"XLA_FLAGS": os.environ["XLA_FLAGS"] + " --xla_force_host_platform_device_count=2"}
 
 
 def _trained(path):
