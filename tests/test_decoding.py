@@ -147,7 +147,7 @@ def test_finished_sentences_leave_the_batch(reverse_model):
 def test_best_only_ends_sooner_with_the_full_search_best(reverse_model):
     """`best_only` stops a sentence once no alive hypothesis can beat its
     best finished one: the full search's best hypothesis and score, from
-    fewer decoder rows."""
+    no more decoder rows, and from fewer where scores only fall (alpha 0)."""
     sources = tf.constant(_mixed_sources())
     rows = tf.Variable(0)
     step = reverse_model.decode_step_growing
@@ -166,6 +166,7 @@ def test_best_only_ends_sooner_with_the_full_search_best(reverse_model):
     reverse_model.decode_step_growing = counting
     try:
         full, best = searches(), searches(best_only=True)
+        fewer = {}
         for alpha in (0.0, 0.6, 2.0):
             alpha = tf.constant(alpha)
             rows.assign(0)
@@ -177,9 +178,17 @@ def test_best_only_ends_sooner_with_the_full_search_best(reverse_model):
             np.testing.assert_array_equal(tokens[:, 0], full_tokens[:, 0])
             # (Rows leave the batch at other steps, which can move a matmul's last bit.)
             np.testing.assert_allclose(scores[:, 0], full_scores[:, 0], rtol=1e-5)
-            assert int(rows.numpy()) < full_rows
+            assert int(rows.numpy()) <= full_rows
+            fewer[float(alpha)] = full_rows - int(rows.numpy())
     finally:
         del reverse_model.decode_step_growing
+    # With alpha 0 a score only falls as a hypothesis grows, so a sentence
+    # ends once its best finished one beats every alive one (16-20 rows fewer
+    # of 152-160 for learning seeds 0-2). With a length reward the bound is
+    # the best score reachable by the length limit, and whether a sentence
+    # settles before it hangs on the model: 0-8 rows fewer at alpha 2, none
+    # for seed 0 once XLA compiled the training loss unoptimized.
+    assert fewer[0.0] > 0, fewer
 
 
 def _log_probs(model, sources, prefixes):
