@@ -20,9 +20,9 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
 # and the JAX backend run 236 against 275. Results differ from optimized
 # code's by float rounding, within every tolerance here. Set before JAX or
 # TensorFlow reads XLA_FLAGS; the tests' processes inherit it.
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + " --xla_backend_optimization_level=0").strip()
+_xla_flags = os.environ.get("XLA_FLAGS", "")
+if "xla_backend_optimization_level" not in _xla_flags:
+    os.environ["XLA_FLAGS"] = f"{_xla_flags} --xla_backend_optimization_level=0".strip()
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
