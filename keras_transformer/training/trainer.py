@@ -50,14 +50,14 @@ class Trainer(TrainingLoop):
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(model.trainable_variables)
         self.optimizer = optimizer
-        statistics = lambda labels, logits: token_statistics(  # noqa: E731
+        # The loss is not compiled apart with XLA: its written-out gradient
+        # already makes it a few fused passes over the logits, and a step of
+        # one shape took as long with it compiled (base model, 37,000-token
+        # vocabulary, 32 x 64 tokens, on CPU), while every new batch shape
+        # (about 650 on Ding) paid a compile: 150 updates of the small preset
+        # on Ding took 237 s with it against 160 s without.
+        self._statistics = lambda labels, logits: token_statistics(  # noqa: E731
             labels, logits, label_smoothing, self.pad_id)
-        # The loss reads the (batch, length, vocabulary) logits several times;
-        # XLA fuses those passes (a 20% faster base-model step on CPU, see
-        # benchmarks/train_throughput.py) while the matmuls stay on the
-        # backend's own kernels. With `jit_compile` the whole step is compiled
-        # and a nested compiled function would only slow it down.
-        self._statistics = statistics if jit_compile else tf.function(statistics, jit_compile=True)
         self._compute = tf.function(self._gradients_and_statistics, jit_compile=jit_compile)
         # One update from an iterator over the distributed dataset; returns the
         # sums of `loss`, `nll`, `correct` and `tokens` over the update.
