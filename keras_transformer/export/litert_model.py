@@ -59,6 +59,7 @@ from keras_transformer.data import Tokenizer
 from keras_transformer.decoding.translator import search
 from keras_transformer.export import saved_model
 from keras_transformer.export.formats import QUANTIZATIONS as WEIGHTS
+from keras_transformer.export.traced import graph_function
 from keras_transformer.export.translate_litert import SEARCH_FILE, TRANSLATE_FILE
 from keras_transformer.pretrained.marian_tokenizer import MarianTokenizer
 from keras_transformer.pretrained.marian_vocabulary import SOURCE_SPM, SPIECE_UNDERLINE
@@ -170,9 +171,9 @@ class LiteRTModule(tf.Module):
         self._ids = {"pad": tokenizer.pad_id, "eos": tokenizer.eos_id}
         self._text = (_MarianText if isinstance(tokenizer, MarianTokenizer)
                       else _SentencePieceText)(tokenizer)
-        self.search_ids = tf.function(self._search_ids, input_signature=[_IDS])
-        self.translate = tf.function(self._translate_text if text_in else self._translate_ids,
-                                     input_signature=[_TEXT if text_in else _IDS])
+        self.search_ids = graph_function(self._search_ids, [_IDS])
+        self.translate = graph_function(self._translate_text if text_in else self._translate_ids,
+                                        [_TEXT if text_in else _IDS])
 
     def signatures(self):
         """Name -> concrete function, for `tf.saved_model.save`."""

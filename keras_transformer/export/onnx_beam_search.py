@@ -57,6 +57,7 @@ from onnx import TensorProto, helper
 
 from keras_transformer.export import onnx_builder, onnx_graphs
 from keras_transformer.export.onnx_graphs import OPSET
+from keras_transformer.export.traced import graph_function
 
 DOMAIN = "com.microsoft"
 OUTPUT_LIMITS = "output_limits"
@@ -106,7 +107,7 @@ def encoder_function(model):
             outputs[f"present_value_cross_{i}"] = cache["cross_values"][i]
         return outputs
 
-    return tf.function(encoder, input_signature=signature)
+    return graph_function(encoder, signature)
 
 
 def decoder_function(model):
@@ -135,7 +136,7 @@ def decoder_function(model):
             outputs[f"present_value_self_{i}"] = cache["self_values"][i]
         return outputs
 
-    return tf.function(decoder, input_signature=signature)
+    return graph_function(decoder, signature)
 
 
 def subgraph_models(model, opset=OPSET):

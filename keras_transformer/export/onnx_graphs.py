@@ -23,6 +23,7 @@ import onnx
 import tensorflow as tf
 import tf2onnx
 
+from keras_transformer.export.traced import graph_function
 
 OPSET = 17
 
@@ -42,7 +43,7 @@ def forward_function(model):
 
     signature = [tf.TensorSpec([None, None], tf.int32, name="source_ids"),
                  tf.TensorSpec([None, None], tf.int32, name="target_ids")]
-    return tf.function(forward, input_signature=signature)
+    return graph_function(forward, signature)
 
 
 def encoder_function(model):
@@ -54,7 +55,7 @@ def encoder_function(model):
             outputs[f"cross_keys_{i}"], outputs[f"cross_values_{i}"] = keys, values
         return outputs
 
-    return tf.function(encoder, input_signature=[tf.TensorSpec([None, None], tf.int32, name="source_ids")])
+    return graph_function(encoder, [tf.TensorSpec([None, None], tf.int32, name="source_ids")])
 
 
 def decoder_step_function(model):
@@ -84,7 +85,7 @@ def decoder_step_function(model):
             outputs[f"new_self_values_{i}"] = cache["self_values"][i]
         return outputs
 
-    return tf.function(decoder_step, input_signature=signature)
+    return graph_function(decoder_step, signature)
 
 
 CATCH_ERRORS = "TF2ONNX_CATCH_ERRORS"

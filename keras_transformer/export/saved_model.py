@@ -23,6 +23,7 @@ import keras
 import tensorflow as tf
 
 from keras_transformer.decoding import Sampling, beam_search, translate_text
+from keras_transformer.export.traced import graph_function
 
 _IDS = tf.TensorSpec([None, None], tf.int32)
 _TEXT = tf.TensorSpec([None], tf.string)
@@ -45,14 +46,13 @@ class ServingModule(tf.Module):
         self.tokenizer = tokenizer
         config = model.config
         self.defaults = (config.beam_size, float(config.length_penalty), config.decode_margin)
-        self.search_ids = tf.function(self._search_ids, input_signature=[_IDS, _INT, _FLOAT, _INT])
-        self.logits = tf.function(self._logits, input_signature=[_IDS, _IDS])
-        self.encode = tf.function(self._encode, input_signature=[_IDS])
+        self.search_ids = graph_function(self._search_ids, [_IDS, _INT, _FLOAT, _INT])
+        self.logits = graph_function(self._logits, [_IDS, _IDS])
+        self.encode = graph_function(self._encode, [_IDS])
         if tokenizer is not None:
-            self.translate = tf.function(self._translate, input_signature=[_TEXT, _INT, _FLOAT, _INT])
-            self.serving_default = tf.function(self._serving_default, input_signature=[_TEXT])
-            self.sample = tf.function(self._sample,
-                                      input_signature=[_TEXT, _INT, _FLOAT, _INT, _INT])
+            self.translate = graph_function(self._translate, [_TEXT, _INT, _FLOAT, _INT])
+            self.serving_default = graph_function(self._serving_default, [_TEXT])
+            self.sample = graph_function(self._sample, [_TEXT, _INT, _FLOAT, _INT, _INT])
 
     def _search_ids(self, source_ids, beam_size, alpha, decode_margin):
         result = beam_search(self.model, source_ids, beam_size=beam_size, alpha=alpha,

@@ -1,0 +1,17 @@
+"""The `tf.function`s an export traces (its SavedModels' signatures and
+the graphs it converts to ONNX and LiteRT), made one way."""
+
+import tensorflow as tf
+
+
+def graph_function(function, input_signature):
+    """`tf.function(function, input_signature=...)` without autograph.
+
+    The search's loops and branches are `tf.while_loop` and `tf.cond`
+    already, and the model's Python branches on shapes and settings, not on
+    tensors, so autograph's source rewriting of every function the trace
+    reaches (the model's layers included, each traced anew) changed nothing
+    in the graphs and cost time: the small run's SavedModels and ONNX files
+    took 69.6 s of CPU with it and 62.2 s without, its LiteRT files 32.7 s
+    and 25.6 s."""
+    return tf.function(function, input_signature=input_signature, autograph=False)
