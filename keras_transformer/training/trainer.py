@@ -50,8 +50,8 @@ class Trainer(TrainingLoop):
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(model.trainable_variables)
         self.optimizer = optimizer
-        # The loss is not compiled apart with XLA: its written-out gradient
-        # already makes it a few fused passes over the logits, and a step of
+        # The loss is not compiled apart with XLA: with its gradient written
+        # out it is a few element-wise passes over the logits, and a step of
         # one shape took as long with it compiled (base model, 37,000-token
         # vocabulary, 32 x 64 tokens, on CPU), while every new batch shape
         # (about 650 on Ding) paid a compile: 150 updates of the small preset
