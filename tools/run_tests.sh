@@ -15,15 +15,28 @@ python3 -m venv .venv
 # uv installs the same requirements as pip in about 60% of pip's time (it
 # downloads and unpacks in parallel): minutes of the suite's budget on CI.
 # It reads no pip configuration, so pip's local wheel folder (where a
-# machine keeps PyTorch's CPU build) is handed on; bytecode is compiled as
-# pip would, or every test process would parse TensorFlow's sources anew.
+# machine keeps PyTorch's CPU build) is handed on.
 .venv/bin/python -m pip install --quiet uv
 links=()
 for link in ${PIP_FIND_LINKS-}; do
     links+=(--find-links "$link")
 done
-.venv/bin/python -m uv pip install --quiet --compile-bytecode --python .venv/bin/python \
-    "${links[@]}" -e ".[test]"
+.venv/bin/python -m uv pip install --quiet --python .venv/bin/python "${links[@]}" -e ".[test]"
+
+# Bytecode: every test process that found none would parse the sources it
+# imports anew (TensorFlow, JAX, PyTorch and transformers: 35 s of CPU a
+# process against 16 with bytecode). Compiling all of every package at
+# install (uv's --compile-bytecode) took 70 s on 2 cores, most of it for
+# modules no test imports. Instead, .venv (this script's own) writes the
+# bytecode of what is imported, when it is first imported, even where the
+# machine sets PYTHONDONTWRITEBYTECODE; two processes importing what nearly
+# every test process does write most of it first, in 26 s.
+unset PYTHONDONTWRITEBYTECODE
+.venv/bin/python -c "import keras_transformer.export.exporter, keras_transformer.training" \
+    > /dev/null 2>&1 &
+.venv/bin/python -c "import jax, apache_beam, ctranslate2, onnxruntime
+from transformers import FSMTForConditionalGeneration, MarianMTModel" > /dev/null 2>&1 &
+wait
 
 # Every run goes ahead even if one before it failed; the script fails if any
 # did. pytest's exit status 5 (no test selected) counts as a pass when the
