@@ -30,7 +30,7 @@ done
 # modules no test imports. Instead, .venv (this script's own) writes the
 # bytecode of what is imported, when it is first imported, even where the
 # machine sets PYTHONDONTWRITEBYTECODE; two processes importing what nearly
-# every test process does write most of it first, in 26 s.
+# every test process does write most of it first, in 26-33 s.
 unset PYTHONDONTWRITEBYTECODE
 .venv/bin/python -c "import keras_transformer.export.exporter, keras_transformer.training" \
     > /dev/null 2>&1 &
