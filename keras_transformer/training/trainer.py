@@ -50,14 +50,6 @@ class Trainer(TrainingLoop):
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(model.trainable_variables)
         self.optimizer = optimizer
-        # The loss is not compiled apart with XLA: with its gradient written
-        # out it is a few element-wise passes over the logits, and a step of
-        # one shape took as long with it compiled (base model, 37,000-token
-        # vocabulary, 32 x 64 tokens, on CPU), while every new batch shape
-        # (about 650 on Ding) paid a compile: 150 updates of the small preset
-        # on Ding took 237 s with it against 160 s without.
-        self._statistics = lambda labels, logits: token_statistics(  # noqa: E731
-            labels, logits, label_smoothing, self.pad_id)
         # No autograph: the steps' loops run over Python ranges and tuples and
         # the model branches on settings, not tensors, so its rewriting of every
         # function a trace reaches changed nothing and cost a fifth of a small
@@ -73,6 +65,15 @@ class Trainer(TrainingLoop):
                                       autograph=False)
 
     # ---------------------------------------------------------------- steps
+
+    def _statistics(self, labels, logits):
+        # Not compiled apart with XLA: with its gradient written out the loss
+        # is a few element-wise passes over the logits, and a step of one
+        # shape took as long with it compiled (base model, 37,000-token
+        # vocabulary, 32 x 64 tokens, on CPU), while every new batch shape
+        # (about 650 on Ding) paid a compile: 150 updates of the small preset
+        # on Ding took 237 s with it against 160 s without.
+        return token_statistics(labels, logits, self.label_smoothing, self.pad_id)
 
     def _gradients_and_statistics(self, inputs, labels, global_tokens):
         with tf.GradientTape() as tape:
