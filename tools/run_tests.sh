@@ -54,11 +54,15 @@ check() {
 # OpenMP threads (in the PyTorch backend run and in the processes the tests
 # start, which inherit this) would wait for work by spinning on cores that
 # other processes need: three processes of PyTorch tests on 2 cores ran 3x
-# faster with one thread each. (TensorFlow's pools spin too, but one
-# thread per operation gained nothing in a clean clone's run, 1,714 s for
-# the main run against 1,720 s, its training tests slower when they had a
-# core to spare.) A user's own setting is kept.
+# faster with one thread each. TensorFlow's two thread pools (between
+# operations and within one) likewise: the tests' models are so small that
+# handing their operations between threads costs more than it spreads. With
+# one thread in each pool, the reverse-task test alone took 77 s against
+# 108 s (the same 0.999), and five test files in two workers 266 s against
+# 296 s. A user's own setting is kept.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS-1}
+export TF_NUM_INTEROP_THREADS=${TF_NUM_INTEROP_THREADS-1}
+export TF_NUM_INTRAOP_THREADS=${TF_NUM_INTRAOP_THREADS-1}
 
 # The backend runs, one after another, each into its own log, go beside the
 # main run, not after it: one more process on the cores fills the time the
