@@ -64,7 +64,7 @@ def write_onnx(folder, schemes):
 
     import keras_transformer.models  # noqa: F401  (registers the model class)
     from keras_transformer.data import Tokenizer
-    from keras_transformer.export import onnx_beam_search, onnx_graphs, onnx_int8, onnx_text
+    from keras_transformer.export import onnx_graphs, onnx_int8, onnx_text
     from keras_transformer.export.exporter import onnx_config
     from keras_transformer.export.onnx_runner import CONFIG_FILE
 
@@ -79,7 +79,8 @@ def write_onnx(folder, schemes):
         onnx.save(onnx_int8.quantize(onnx.load(path)), path)
     quantizers = {"float32": lambda proto: proto, "int8": onnx_int8.quantize,
                   "int8-per-tensor": _per_tensor, "int8-matmulnbits": _matmulnbits}
-    subgraphs = onnx_beam_search.subgraph_models(model)
+    subgraphs = tuple(onnx.load(os.path.join(folder, "onnx", f"{name}.onnx"))
+                      for name in ("encoder", "decoder_step"))
     for weights in ("float32", *schemes):
         graphs = tuple(quantizers[weights](graph) for graph in subgraphs)
         onnx.save(onnx_text.translate_model(model, tokenizer, graphs),

@@ -123,6 +123,11 @@ def test_damaged_run_and_export_files_are_named(small_run, small_export, tmp_pat
     with pytest.raises(FileNotFoundError, match="decoder_step.onnx does not exist"):
         OnnxTranslator(str(onnx))
     shutil.copy(small_export / "onnx" / "decoder_step.onnx", onnx / "decoder_step.onnx")
+    # An export of an earlier version, whose encoder took `source_ids` alone.
+    shutil.copy(small_export / "onnx" / "forward.onnx", onnx / "encoder.onnx")
+    with pytest.raises(ValueError, match="ONNX graphs of an earlier version .* export the model again"):
+        OnnxTranslator(str(onnx))
+    shutil.copy(small_export / "onnx" / "encoder.onnx", onnx / "encoder.onnx")
     (onnx / "tokenizer.model").write_bytes(b"garbage")
     with pytest.raises(ValueError, match="Cannot load the tokenizer model .*tokenizer.model"):
         OnnxTranslator(str(onnx))

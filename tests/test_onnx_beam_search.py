@@ -82,6 +82,20 @@ def test_translate_onnx_translates_as_the_saved_model_where_the_rules_agree(smal
     assert np.shape(default["translations"]) == (len(SENTENCES), 1)
 
 
+def test_translate_onnx_py_loads_no_converter_of_onnxruntime_extensions(small_export):
+    """translate_onnx.py (the exporter's check and the user's script) loads
+    the extensions' op library without their package, whose converters
+    import transformers and PyTorch (installed here): they took 4.5 s of
+    its 5 s start."""
+    done = subprocess.run(
+        [sys.executable, TRANSLATE_SCRIPT, str(small_export / "onnx" / onnx_text.FILE), "--json"],
+        input=json.dumps({"sentences": SENTENCES[:2], "settings": [{"beam_size": 1}]}),
+        capture_output=True, text=True, check=True, timeout=300)
+    output = json.loads(done.stdout)
+    assert output["loaded"] == []
+    assert [len(row) for row in output["results"][0]["translations"]] == [1, 1]
+
+
 MARIAN_SENTENCES = ["Der Hund sieht einen roten Apfel.", ">>fra<< Der König liest", "",
                     "  Mein Bruder braucht 3 Flaschen Wasser.  "]
 # Sentences of the Marian fixture's words and of very different lengths,

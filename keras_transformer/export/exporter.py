@@ -64,7 +64,6 @@ from keras_transformer.decoding.translator import encode_sources, max_source_tok
 from keras_transformer.export import (
     ctranslate2_model,
     litert_model,
-    onnx_beam_search,
     onnx_graphs,
     onnx_int8,
     onnx_text,
@@ -371,19 +370,23 @@ def _write_and_check_onnx(model, tokenizer, directory, inputs, expected_logits, 
     logits, the runner's beam search, and translate.onnx's greedy and
     alpha = 0 beam translations (where its rules are ours); then, for int8,
     quantizes the graphs and measures how often they agree."""
-    onnx_graphs.export(model, directory)
+    paths = onnx_graphs.export(model, directory)
     with open(os.path.join(directory, CONFIG_FILE), "w") as file:
         json.dump(onnx_config(model), file, indent=2)
     tokenizer.save(directory)
     translate_path = os.path.join(directory, onnx_text.FILE)
-    subgraphs = None
-    if onnx_text.supports(tokenizer):
-        subgraphs = onnx_beam_search.subgraph_models(model)
-        onnx.save(onnx_text.translate_model(model, tokenizer, subgraphs), translate_path)
+
+    def subgraphs():
+        """encoder.onnx and decoder_step.onnx as written: translate.onnx's
+        search nests them."""
+        return tuple(onnx.load(paths[name]) for name in ("encoder", "decoder_step"))
+
+    translates = onnx_text.supports(tokenizer)
+    if translates:
+        onnx.save(onnx_text.translate_model(model, tokenizer, subgraphs()), translate_path)
     # translate.onnx runs only with onnxruntime-extensions (an extra): without
     # it the file is written, and said to be unchecked, rather than refused.
-    run_translate = subgraphs is not None and importlib.util.find_spec(
-        "onnxruntime_extensions") is not None
+    run_translate = translates and importlib.util.find_spec("onnxruntime_extensions") is not None
     logits, tokens, translations = _run_onnx(directory, inputs, run_translate)
     difference = float(np.abs(logits - expected_logits).max())
     _require(difference < 1e-4, f"ONNX logits differ from Keras by {difference} (> 1e-4)")
@@ -391,24 +394,22 @@ def _write_and_check_onnx(model, tokenizer, directory, inputs, expected_logits, 
              "the onnxruntime beam search differs from the TensorFlow one")
     report = {"path": "onnx", "opset": onnx_graphs.OPSET, "max_logit_difference": difference,
               "beam_tokens_match": True}
-    if subgraphs is not None and not run_translate:
+    if translates and not run_translate:
         warnings.warn(f"onnx/{onnx_text.FILE} was written but not checked: running it needs "
                       "onnxruntime-extensions (pip install 'keras-transformer[onnx-text]').",
                       stacklevel=3)
         report["translate"] = {"path": f"onnx/{onnx_text.FILE}", "checked": False}
-    elif subgraphs is not None:
+    elif translates:
         _require(translations == _served_translations(modules.get().translate, model.config),
                  "translate.onnx translated differently from the SavedModel's translate "
                  "function (greedy, or beam search with alpha 0)")
         report["translate"] = {"path": f"onnx/{onnx_text.FILE}", "checked": True,
                                "greedy_matches": True, "beam_alpha_0_matches": True}
     if quantization == "int8":
-        for name in ("forward", "encoder", "decoder_step"):
-            path = os.path.join(directory, f"{name}.onnx")
+        for path in paths.values():
             onnx.save(onnx_int8.quantize(onnx.load(path)), path)
-        if subgraphs is not None:
-            subgraphs = tuple(onnx_int8.quantize(proto) for proto in subgraphs)
-            onnx.save(onnx_text.translate_model(model, tokenizer, subgraphs), translate_path)
+        if translates:
+            onnx.save(onnx_text.translate_model(model, tokenizer, subgraphs()), translate_path)
         int8_logits, int8_tokens, int8_translations = _run_onnx(directory, inputs,
                                                                 run_translate)
         report["int8"] = {

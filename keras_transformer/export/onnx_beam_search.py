@@ -12,22 +12,12 @@ same name: the model config's beam size, length penalty and margin, and
 n_best 1), so a caller may leave them out. `onnx_text.translate_model`
 wraps the same nodes in text in, text out.
 
-What the operator asks of the subgraphs (onnxruntime's encoder-decoder
-contract, `model_type=1`):
-- encoder: `encoder_input_ids`, `encoder_attention_mask`,
-  `decoder_input_ids` (the start id) -> `logits` of the first step,
-  `encoder_hidden_states`, then per decoder layer `present_key_self_i`,
-  `present_value_self_i` (the first position's keys and values), then
-  `present_key_cross_i`, `present_value_cross_i` (the cross-attention keys
-  and values, computed once);
-- decoder: `input_ids` `(rows, 1)`, `encoder_attention_mask`, the self
-  caches `past_key_self_i`, `past_value_self_i` `(rows, heads, P, dim)` and
-  the cross ones -> `logits` `(rows, 1, vocabulary)` and the self caches one
-  position longer (`Transformer.decode_step_growing`).
-The operator repeats the encoder's outputs for each beam and reorders the
-self caches between steps. The model parts of both are converted by tf2onnx
-from `encoder_function` and `decoder_function` (`subgraph_models`, which
-`onnx_int8.quantize` can take for int8 weights).
+The subgraphs are the export's encoder.onnx and decoder_step.onnx
+(`onnx_graphs.step_models`, converted once for both searches, and taken by
+`onnx_int8.quantize` for int8 weights), which follow the operator's
+encoder-decoder contract (`model_type=1`, see `onnx_graphs`). The operator
+repeats the encoder's outputs for each beam and reorders the self caches
+between steps.
 
 How its search is made to be ours (`keras_transformer.decoding`):
 - log-softmax, then padding and the start id banned (`vocab_mask`, applied
@@ -52,12 +42,9 @@ How its search is made to be ours (`keras_transformer.decoding`):
 """
 
 import numpy as np
-import tensorflow as tf
 from onnx import TensorProto, helper
 
 from keras_transformer.export import onnx_builder, onnx_graphs
-from keras_transformer.export.onnx_graphs import OPSET
-from keras_transformer.export.traced import graph_function
 
 DOMAIN = "com.microsoft"
 OUTPUT_LIMITS = "output_limits"
@@ -75,122 +62,10 @@ def _banned(config):
     return banned
 
 
-def _layer_names(model, *kinds):
-    return [f"{kind}_{i}" for i in range(model.config.num_decoder_layers) for kind in kinds]
-
-
-def _cache_names(model, prefix):
-    """`prefix_key_self_0, prefix_value_self_0, ..., prefix_key_cross_0, ...`."""
-    return (_layer_names(model, f"{prefix}_key_self", f"{prefix}_value_self")
-            + _layer_names(model, f"{prefix}_key_cross", f"{prefix}_value_cross"))
-
-
-def encoder_function(model):
-    """The encoder subgraph's model part as a `tf.function`: the encoder,
-    the cross-attention keys and values, and the first decoder step."""
-    signature = [tf.TensorSpec([None, None], tf.int32, name="encoder_input_ids"),
-                 tf.TensorSpec([None, None], tf.int32, name="encoder_attention_mask"),
-                 tf.TensorSpec([None, None], tf.int32, name="decoder_input_ids")]
-    layers = model.config.num_decoder_layers
-
-    def encoder(encoder_input_ids, encoder_attention_mask, decoder_input_ids):
-        del encoder_attention_mask  # the model masks padding by its pad id
-        encoder_output = model.encode(encoder_input_ids, training=False)
-        cache = model.initial_cache(encoder_output, encoder_input_ids, 0)
-        logits, cache = model.decode_step_growing(decoder_input_ids, cache)
-        outputs = {"logits": logits, "encoder_hidden_states": encoder_output}
-        for i in range(layers):
-            outputs[f"present_key_self_{i}"] = cache["self_keys"][i]
-            outputs[f"present_value_self_{i}"] = cache["self_values"][i]
-        for i in range(layers):
-            outputs[f"present_key_cross_{i}"] = cache["cross_keys"][i]
-            outputs[f"present_value_cross_{i}"] = cache["cross_values"][i]
-        return outputs
-
-    return graph_function(encoder, signature)
-
-
-def decoder_function(model):
-    """The decoder subgraph's model part as a `tf.function`: one step with
-    growing self-attention caches."""
-    config = model.config
-    layers = config.num_decoder_layers
-
-    def cache_spec(name):
-        dim = config.head_value_dim if "_value_" in name else config.head_key_dim
-        return tf.TensorSpec([None, config.num_heads, None, dim], model.compute_dtype, name=name)
-
-    signature = [tf.TensorSpec([None, None], tf.int32, name="input_ids"),
-                 tf.TensorSpec([None, None], tf.int32, name="encoder_attention_mask"),
-                 *[cache_spec(name) for name in _cache_names(model, "past")]]
-
-    def decoder(input_ids, encoder_attention_mask, *caches):
-        self_caches, cross_caches = caches[:2 * layers], caches[2 * layers:]
-        cache = {"source_padding": encoder_attention_mask > 0,
-                 "self_keys": list(self_caches[0::2]), "self_values": list(self_caches[1::2]),
-                 "cross_keys": list(cross_caches[0::2]), "cross_values": list(cross_caches[1::2])}
-        logits, cache = model.decode_step_growing(input_ids, cache)
-        outputs = {"logits": logits}
-        for i in range(layers):
-            outputs[f"present_key_self_{i}"] = cache["self_keys"][i]
-            outputs[f"present_value_self_{i}"] = cache["self_values"][i]
-        return outputs
-
-    return graph_function(decoder, signature)
-
-
-def subgraph_models(model, opset=OPSET):
-    """The model parts of the encoder and decoder subgraphs as standalone
-    `onnx.ModelProto`s, converted with tf2onnx, inputs and outputs named and
-    ordered as the operator expects (`search_nodes` adds the search's rule
-    for the output limit). Standalone, so that `onnx_int8.quantize` can
-    take them."""
-    models = []
-    for function, inputs, outputs in (
-            (encoder_function(model),
-             ["encoder_input_ids", "encoder_attention_mask", "decoder_input_ids"],
-             ["logits", "encoder_hidden_states", *_cache_names(model, "present")]),
-            (decoder_function(model),
-             ["input_ids", "encoder_attention_mask", *_cache_names(model, "past")],
-             ["logits", *_layer_names(model, "present_key_self", "present_value_self")])):
-        proto = onnx_graphs.convert(function, opset)
-        # tf2onnx drops an input the function does not read (the encoder's
-        # mask); the operator wants it all the same.
-        known = {value.name: value for value in proto.graph.input}
-        known.update({name: helper.make_tensor_value_info(name, TensorProto.INT32,
-                                                          ["rows", "source"])
-                      for name in set(inputs) - set(known)})
-        _reorder(proto.graph.input, [known[name] for name in inputs])
-        known = {value.name: value for value in proto.graph.output}
-        _reorder(proto.graph.output, [known[name] for name in outputs])
-        # The functions take target ids of any length, so that the logits
-        # are one MatMul with the transposed embedding, which onnxruntime
-        # packs once (for one position the model uses an einsum that suits
-        # oneDNN; converted, it was 20% slower at batch 1); the operator wants
-        # the decoder's length declared 1.
-        proto.graph.input[2 if inputs[2] == "decoder_input_ids" else 0].type.tensor_type.shape \
-            .dim[1].dim_value = 1
-        models.append(proto)
-    return tuple(models)
-
-
-def _reorder(values, ordered):
-    """Replaces a repeated field's items with `ordered` (copies of them)."""
-    ordered = [_copy(value) for value in ordered]
-    del values[:]
-    values.extend(ordered)
-
-
-def _copy(message):
-    copied = type(message)()
-    copied.CopyFrom(message)
-    return copied
-
-
 def _nested(proto, model):
     """A subgraph model's graph for the operator's attribute, its logits
     passed through `_end_at_limit`."""
-    graph = _copy(proto.graph)
+    graph = onnx_graphs.copy(proto.graph)
     model_logits = "end_at_limit/model_logits"
     for node in graph.node:
         node.output[:] = [model_logits if name == "logits" else name for name in node.output]
@@ -274,7 +149,7 @@ def parameter_inputs(builder, model):
 def search_nodes(builder, model, source_ids, subgraphs):
     """Adds the search over `source_ids` (a value name) to `builder`, reading
     the scalar inputs `beam_size`, `n_best`, `alpha` and `decode_margin`;
-    `subgraphs` are `subgraph_models(model)` (quantized or not). Returns the
+    `subgraphs` are `onnx_graphs.step_models(model)` (quantized or not). Returns the
     names of `(target_ids, scores)`."""
     encoder, decoder = (_nested(proto, model) for proto in subgraphs)
     config = model.config
@@ -337,8 +212,8 @@ def search_nodes(builder, model, source_ids, subgraphs):
 
 def search_model(model, subgraphs=None):
     """The search with token ids in and out (see the module docstring) as an
-    `onnx.ModelProto`, on `subgraphs` (default: `subgraph_models(model)`)."""
-    subgraphs = subgraphs or subgraph_models(model)
+    `onnx.ModelProto`, on `subgraphs` (default: `onnx_graphs.step_models(model)`)."""
+    subgraphs = subgraphs or onnx_graphs.step_models(model)
     builder = onnx_builder.GraphBuilder("search")
     inputs = [helper.make_tensor_value_info("source_ids", TensorProto.INT32, ["batch", "source"]),
               *parameter_inputs(builder, model)]

@@ -48,6 +48,11 @@ def _session(path, options):
                          "export the model again.") from None
 
 
+def _run(session, feeds):
+    """A session's outputs by name."""
+    return dict(zip([value.name for value in session.get_outputs()], session.run(None, feeds)))
+
+
 class OnnxSearch:
     """Searches with `encoder.onnx` and `decoder_step.onnx` from `directory`
     (written by `keras_transformer.export`, with its `config.json`), with
@@ -64,7 +69,13 @@ class OnnxSearch:
             options.intra_op_num_threads = threads
         self.encoder = _session(os.path.join(directory, "encoder.onnx"), options)
         self.decoder_step = _session(os.path.join(directory, "decoder_step.onnx"), options)
-        self.layers = self.config["num_decoder_layers"]
+        if [value.name for value in self.encoder.get_inputs()][:1] != ["encoder_input_ids"]:
+            raise ValueError(f"{directory} holds ONNX graphs of an earlier version of "
+                             "keras-transformer, with other inputs; export the model again.")
+        caches = [value.name for value in self.encoder.get_outputs()
+                  if value.name.startswith("present_")]
+        self.self_caches = [name for name in caches if "_self_" in name]
+        self.cross_caches = [name for name in caches if "_cross_" in name]
         # Exports made before the special ids were configurable use ours.
         self.pad_id = self.config.get("pad_id", special_ids.PAD_ID)
         self.start_id = self.config.get("decoder_start_id", special_ids.BOS_ID)
@@ -91,17 +102,20 @@ class OnnxSearch:
         length = int(limits.max())
         vocab = self.config["target_vocab_size"]
 
-        encoded = dict(zip([o.name for o in self.encoder.get_outputs()],
-                           self.encoder.run(None, {"source_ids": source_ids})))
-        # Cross-attention caches and source ids stay one row per sentence,
-        # which its k hypotheses share; self-attention caches have k rows.
-        feeds = {"source_ids": source_ids}
-        for i in range(self.layers):
-            for kind in ("keys", "values"):
-                feeds[f"cross_{kind}_{i}"] = encoded[f"cross_{kind}_{i}"]
-                dim = self.config["head_key_dim" if kind == "keys" else "head_value_dim"]
-                feeds[f"self_{kind}_{i}"] = np.zeros(
-                    (batch * k, self.config["num_heads"], length, dim), np.float32)
+        # The encoder graph runs the first step too, one row per sentence;
+        # its logits and self caches are repeated for the sentence's k
+        # hypotheses (of which only the first is alive at the start). The
+        # mask and cross caches stay one row per sentence, which its k
+        # hypotheses share.
+        mask = (source_ids != self.pad_id).astype(np.int32)
+        outputs = _run(self.encoder, {
+            "encoder_input_ids": source_ids, "encoder_attention_mask": mask,
+            "decoder_input_ids": np.full((batch, 1), self.start_id, np.int32)})
+        feeds = {"encoder_attention_mask": mask}
+        for name in self.cross_caches:
+            feeds[name.replace("present_", "past_")] = outputs[name]
+        # The row of the last graph's outputs that each hypothesis reads.
+        output_rows = np.repeat(np.arange(batch), k)
 
         alive = np.full((batch, k, length + 1), self.pad_id, np.int32)
         alive[:, :, 0] = self.start_id
@@ -117,11 +131,11 @@ class OnnxSearch:
         for step in range(length):
             if np.all((finished_count >= k) | (step >= limits)):
                 break
-            feeds["target_ids"] = alive[:, :, step].reshape(batch * k, 1)
-            feeds["step"] = np.array(step, np.int32)
-            outputs = dict(zip([o.name for o in self.decoder_step.get_outputs()],
-                               self.decoder_step.run(None, feeds)))
-            logits = outputs["logits"].astype(np.float32)
+            if step:
+                feeds["input_ids"] = alive[:, :, step].reshape(batch * k, 1)
+                outputs = _run(self.decoder_step, feeds)
+                output_rows = np.arange(batch * k)
+            logits = outputs["logits"][output_rows, 0].astype(np.float32)
             shifted = logits - logits.max(axis=1, keepdims=True)
             log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
             log_probs = np.where(banned, _NEG_INF, log_probs).reshape(batch, k, vocab)
@@ -152,10 +166,9 @@ class OnnxSearch:
             keep = _top(alive_candidates, k)
             alive = np.take_along_axis(top_sequences, keep[:, :, None], axis=1)
             alive_log_probs = np.take_along_axis(alive_candidates, keep, axis=1)
-            rows = (np.take_along_axis(top_beams, keep, axis=1) + np.arange(batch)[:, None] * k).ravel()
-            for i in range(self.layers):
-                feeds[f"self_keys_{i}"] = outputs[f"new_self_keys_{i}"][rows]
-                feeds[f"self_values_{i}"] = outputs[f"new_self_values_{i}"][rows]
+            beams = (np.take_along_axis(top_beams, keep, axis=1) + np.arange(batch)[:, None] * k).ravel()
+            for name in self.self_caches:
+                feeds[name.replace("present_", "past_")] = outputs[name][output_rows[beams]]
         return finished[:, :, 1:], finished_scores
 
 

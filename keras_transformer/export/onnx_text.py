@@ -44,7 +44,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from keras_transformer.data import Tokenizer
-from keras_transformer.export import onnx_beam_search, onnx_builder
+from keras_transformer.export import onnx_beam_search, onnx_builder, onnx_graphs
 from keras_transformer.pretrained.marian_tokenizer import MarianTokenizer
 from keras_transformer.pretrained.marian_vocabulary import (
     LANGUAGE_CODE_PREFIX_RE2,
@@ -63,8 +63,8 @@ def supports(tokenizer):
 
 def translate_model(model, tokenizer, subgraphs=None):
     """`translate.onnx` of `model` and its tokenizer, as an `onnx.ModelProto`,
-    on the search's `subgraphs` (default:
-    `onnx_beam_search.subgraph_models(model)`; quantized ones for int8).
+    on the search's `subgraphs` (default: `onnx_graphs.step_models(model)`,
+    the export's encoder.onnx and decoder_step.onnx; quantized ones for int8).
 
     Raises:
         ValueError: a tokenizer that cannot be graph ops (FSMT's).
@@ -72,7 +72,7 @@ def translate_model(model, tokenizer, subgraphs=None):
     if not supports(tokenizer):
         raise ValueError(f"A {type(tokenizer).__name__} cannot be ONNX ops (only SentencePiece "
                          "tokenizers can), so this model gets no translate.onnx.")
-    subgraphs = subgraphs or onnx_beam_search.subgraph_models(model)
+    subgraphs = subgraphs or onnx_graphs.step_models(model)
     b = onnx_builder.GraphBuilder("translate")
     inputs = [helper.make_tensor_value_info("text", TensorProto.STRING, ["batch"]),
               *onnx_beam_search.parameter_inputs(b, model)]

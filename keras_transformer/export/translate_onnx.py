@@ -11,22 +11,44 @@ writes one translation per line (with `--n-best`, the n-best separated by
 tabs). `--json` reads `{"sentences": [...], "settings": [{...}, ...]}` from
 standard input instead and writes `{"results": [...], "loaded": [...]}`:
 the translations and scores for each settings dict (keys `beam_size`,
-`n_best`, `alpha`, `decode_margin`), and which of TensorFlow and
-keras_transformer the process had loaded (the export's checks use it).
+`n_best`, `alpha`, `decode_margin`), and which of TensorFlow,
+keras_transformer, PyTorch and transformers the process had loaded (the
+tests check that it needs none of them).
 
-A process that has imported TensorFlow must import onnxruntime_extensions
-before it: the other way round, creating the session crashes (both bundle
-copies of the same libraries).
+onnxruntime-extensions' op library is loaded when this module is imported,
+without importing the `onnxruntime_extensions` package: its `__init__`
+imports its tokenizer converters, which import transformers and PyTorch
+where they are installed (4.5 s of this script's 5 s start on 2 cores). A
+process that imports TensorFlow must import this module (or that package)
+before it: the library loaded after TensorFlow crashes the process when the
+session is created (both bundle copies of the same libraries).
 """
 
-import onnxruntime_extensions  # isort: skip  (before anything that may load TensorFlow)
-
 import argparse
+import ctypes
+import importlib.machinery
+import importlib.util
 import json
 import sys
 
 import numpy as np
 import onnxruntime
+
+
+def _load_extensions_library():
+    """The path of onnxruntime-extensions' op library (what its
+    `get_library_path()` gives: the package's compiled module), loaded into
+    this process; None where the package is not installed."""
+    package = importlib.util.find_spec("onnxruntime_extensions")
+    if package is None:
+        return None
+    library = importlib.machinery.PathFinder.find_spec("_extensions_pydll",
+                                                       package.submodule_search_locations)
+    ctypes.CDLL(library.origin)
+    return library.origin
+
+
+EXTENSIONS_LIBRARY = _load_extensions_library()
 
 SETTINGS = {"beam_size": np.int32, "n_best": np.int32, "alpha": np.float32,
             "decode_margin": np.int32}
@@ -35,8 +57,11 @@ SETTINGS = {"beam_size": np.int32, "n_best": np.int32, "alpha": np.float32,
 def open_session(path, threads=None):
     """An onnxruntime session on `translate.onnx`, with the
     onnxruntime-extensions ops registered."""
+    if EXTENSIONS_LIBRARY is None:
+        raise ModuleNotFoundError("translate.onnx needs onnxruntime-extensions: "
+                                  "pip install onnxruntime-extensions")
     options = onnxruntime.SessionOptions()
-    options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
+    options.register_custom_ops_library(EXTENSIONS_LIBRARY)
     if threads:
         options.intra_op_num_threads = threads
     return onnxruntime.InferenceSession(path, options)
@@ -70,14 +95,18 @@ def main():
     parser.add_argument("--threads", type=int, help="onnxruntime's intra-op threads")
     parser.add_argument("--json", action="store_true", help="JSON in and out (see above)")
     args = parser.parse_intermixed_args()
-    session = open_session(args.model, args.threads)
+    try:
+        session = open_session(args.model, args.threads)
+    except ModuleNotFoundError as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
     if args.json:
         request = json.load(sys.stdin)
         results = []
         for settings in request["settings"]:
             translations, scores = translate(session, request["sentences"], **settings)
             results.append({"translations": translations, "scores": scores.tolist()})
-        loaded = sorted(name for name in ("tensorflow", "keras_transformer") if name in sys.modules)
+        loaded = sorted(name for name in ("tensorflow", "keras_transformer", "torch", "transformers")
+                        if name in sys.modules)
         json.dump({"results": results, "loaded": loaded}, sys.stdout)
         return
     sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
