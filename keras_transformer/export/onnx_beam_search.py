@@ -65,7 +65,7 @@ def _banned(config):
 def _nested(proto, model):
     """A subgraph model's graph for the operator's attribute, its logits
     passed through `_end_at_limit`."""
-    graph = onnx_graphs.copy(proto.graph)
+    graph = onnx_graphs.copy_message(proto.graph)
     model_logits = "end_at_limit/model_logits"
     for node in graph.node:
         node.output[:] = [model_logits if name == "logits" else name for name in node.output]

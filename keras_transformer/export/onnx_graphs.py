@@ -39,15 +39,15 @@ from keras_transformer.export.traced import graph_function
 OPSET = 17
 
 
-def layer_names(model, *kinds):
+def _layer_names(model, *kinds):
     """`kind_0` for each of `kinds`, then `kind_1`, ...: one per decoder layer."""
     return [f"{kind}_{i}" for i in range(model.config.num_decoder_layers) for kind in kinds]
 
 
-def cache_names(model, prefix):
+def _cache_names(model, prefix):
     """`prefix_key_self_0, prefix_value_self_0, ..., prefix_key_cross_0, ...`."""
-    return (layer_names(model, f"{prefix}_key_self", f"{prefix}_value_self")
-            + layer_names(model, f"{prefix}_key_cross", f"{prefix}_value_cross"))
+    return (_layer_names(model, f"{prefix}_key_self", f"{prefix}_value_self")
+            + _layer_names(model, f"{prefix}_key_cross", f"{prefix}_value_cross"))
 
 
 def forward_function(model):
@@ -102,7 +102,7 @@ def decoder_function(model):
 
     signature = [tf.TensorSpec([None, None], tf.int32, name="input_ids"),
                  tf.TensorSpec([None, None], tf.int32, name="encoder_attention_mask"),
-                 *[cache_spec(name) for name in cache_names(model, "past")]]
+                 *[cache_spec(name) for name in _cache_names(model, "past")]]
 
     def decoder(input_ids, encoder_attention_mask, *caches):
         self_caches, cross_caches = caches[:2 * layers], caches[2 * layers:]
@@ -155,10 +155,10 @@ def step_models(model, opset=OPSET):
     for function, inputs, outputs in (
             (encoder_function(model),
              ["encoder_input_ids", "encoder_attention_mask", "decoder_input_ids"],
-             ["logits", "encoder_hidden_states", *cache_names(model, "present")]),
+             ["logits", "encoder_hidden_states", *_cache_names(model, "present")]),
             (decoder_function(model),
-             ["input_ids", "encoder_attention_mask", *cache_names(model, "past")],
-             ["logits", *layer_names(model, "present_key_self", "present_value_self")])):
+             ["input_ids", "encoder_attention_mask", *_cache_names(model, "past")],
+             ["logits", *_layer_names(model, "present_key_self", "present_value_self")])):
         proto = convert(function, opset)
         # tf2onnx drops an input the function does not read (the encoder's
         # mask); the operator wants it all the same.
@@ -182,12 +182,12 @@ def step_models(model, opset=OPSET):
 
 def _reorder(values, ordered):
     """Replaces a repeated field's items with `ordered` (copies of them)."""
-    ordered = [copy(value) for value in ordered]
+    ordered = [copy_message(value) for value in ordered]
     del values[:]
     values.extend(ordered)
 
 
-def copy(message):
+def copy_message(message):
     """A copy of a protobuf message."""
     copied = type(message)()
     copied.CopyFrom(message)
