@@ -61,6 +61,10 @@ def open_session(path, threads=None):
         raise ModuleNotFoundError("translate.onnx needs onnxruntime-extensions: "
                                   "pip install onnxruntime-extensions")
     options = onnxruntime.SessionOptions()
+    # Errors only: at every load onnxruntime warned, one line each, that the
+    # settings are graph inputs with initializers, which is how the file
+    # gives them their defaults.
+    options.log_severity_level = 3
     options.register_custom_ops_library(EXTENSIONS_LIBRARY)
     if threads:
         options.intra_op_num_threads = threads
