@@ -1,6 +1,5 @@
 """Shared test setup: quiet TensorFlow, deterministic seeds, small configs."""
 
-import collections
 import json
 import os
 import tempfile
@@ -34,36 +33,6 @@ import keras  # noqa: E402
 import pytest  # noqa: E402
 
 from keras_transformer.models import BASE  # noqa: E402
-
-
-# The test files of the main run that take longest (80-235 s each in a
-# whole run on 2 cores), about longest first; the kill-and-resume files a
-# little later, so that they do not start beside the JAX backend run's
-# first compilations. See `pytest_collection_modifyitems`.
-LONGEST_FILES = (
-    "test_ctranslate2_export.py", "test_decoding.py", "test_pretrained_runs.py",
-    "test_training_backends.py", "test_litert_export.py", "test_translate_corpus.py",
-    "test_prepared_data.py", "test_resume.py", "test_export.py", "test_onnx_beam_search.py",
-    "test_runtimes.py", "test_commands.py", "test_learning.py",
-)
-
-
-def pytest_collection_modifyitems(items):
-    """Orders the test files as tools/run_tests.sh's workers take them
-    (`--no-loadscope-reorder`): `LONGEST_FILES` first, then the others by
-    their number of tests, most first (pytest-xdist's own order), so that
-    the run ends on short files. By number of tests alone, the two long
-    files of few tests, test_learning.py (one test, 80 s) and
-    test_resume.py (two, 116 s), came last, and one worker ran them alone
-    for the run's last 75 s. A file's tests keep their order."""
-    counts = collections.Counter(item.path.name for item in items)
-
-    def rank(item):
-        name = item.path.name
-        first = LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES)
-        return first, -counts[name], name
-
-    items.sort(key=rank)
 
 
 def pytest_addoption(parser):
