@@ -22,7 +22,7 @@ def main():
     args = parser.parse_args()
     import keras
 
-    from keras_transformer.data import token_batches
+    from keras_transformer.data import block_token_batches, token_batches
     from keras_transformer.data.synthetic import REVERSE_VOCAB, exact_match, reverse_task
     from keras_transformer.models import BASE, transformer
     from keras_transformer.training import Trainer, make_strategy, paper_optimizer
@@ -33,8 +33,8 @@ def main():
     strategy = make_strategy("default")
     model = transformer(config, REVERSE_VOCAB)
     trainer = Trainer(model, paper_optimizer(config), strategy, label_smoothing=0.1)
-    train = token_batches(reverse_task(0, 50_000).cache().repeat(), 1024, 16,
-                          shuffle_buffer=5000, seed=0)
+    train = block_token_batches(reverse_task(0, 50_000, block_size=1024).cache().repeat(), 1024,
+                                16, shuffle_buffer=5000, seed=0)
     held_out = token_batches(reverse_task(99, 1000), 4096, 16)
     started = time.monotonic()
     trainer.train(train, steps=args.steps, steps_per_epoch=200, validation_data=held_out)

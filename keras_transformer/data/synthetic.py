@@ -11,27 +11,35 @@ REVERSE_VOCAB = 24
 """Ids 4 .. 23 are symbols; 0 to 3 are the usual padding, unknown, start and end."""
 
 
-def reverse_task(seed, count, min_length=5, max_length=12):
+def reverse_task(seed, count, min_length=5, max_length=12, block_size=None):
     """A dataset of `count` encoded pairs `(source_ids, target_ids, labels)`,
-    ready for `token_batches`; the same seed gives the same pairs."""
-    # The symbols are drawn here, up front, and sliced by tf.data: a Python
-    # generator (`Dataset.from_generator`) costs a Python call per pair,
-    # which made it slower than training the small models that use it.
+    the same pairs for the same seed: one by one, for `token_batches`, or
+    with `block_size` in ragged blocks of that many pairs, for
+    `block_token_batches`, which batches them several times more cheaply."""
+    # The pairs are made here, up front, with NumPy, and tf.data only slices
+    # them: it runs a function per element at a cost of microseconds an op.
+    # Batching 800 batches of 1,024 tokens took 20 CPU-s one pair at a time
+    # (a sixth of the small model's training it fed), 3.6 in blocks.
     rng = np.random.default_rng(seed)
     sources = []
     for _ in range(count):
         length = rng.integers(min_length, max_length + 1)
         sources.append(rng.integers(EOS_ID + 1, REVERSE_VOCAB, length).astype("int32"))
-    ragged = tf.RaggedTensor.from_row_lengths(
-        np.concatenate(sources) if sources else np.zeros([0], "int32"),
-        np.array([len(source) for source in sources], "int64"))
+    row_lengths = np.array([len(source) + 1 for source in sources], "int64")
 
-    def pair(source):
-        target = tf.reverse(source, [0])
-        return (tf.concat([source, [EOS_ID]], 0), tf.concat([[BOS_ID], target], 0),
-                tf.concat([target, [EOS_ID]], 0))
+    def ragged(rows):
+        values = np.concatenate(rows).astype("int32") if rows else np.zeros([0], "int32")
+        return tf.RaggedTensor.from_row_lengths(values, row_lengths)
 
-    return tf.data.Dataset.from_tensor_slices(ragged).map(pair)
+    pairs = tf.data.Dataset.from_tensor_slices((
+        ragged([np.append(source, EOS_ID) for source in sources]),
+        ragged([np.insert(source[::-1], 0, BOS_ID) for source in sources]),
+        ragged([np.append(source[::-1], EOS_ID) for source in sources])))
+    if block_size:
+        return pairs.batch(block_size)
+    # A slice of a ragged tensor comes typed as ragged, which `padded_batch`
+    # refuses; `tf.identity` gives the same values typed as a tensor.
+    return pairs.map(lambda *pair: tuple(tf.identity(ids) for ids in pair))
 
 
 def exact_match(model, batches):
