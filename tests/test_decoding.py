@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from helpers.tasks import VOCAB, reverse_dataset
 from keras_transformer.batch_defaults import length_batches, share_cores
-from keras_transformer.data import EOS_ID, Tokenizer, token_batches, train_tokenizer
+from keras_transformer.data import EOS_ID, Tokenizer, block_token_batches, train_tokenizer
 from keras_transformer.decoding import Translator, beam_search, greedy_search, length_penalty
 from keras_transformer.decoding.translator import encode_sources
 from keras_transformer.models import BASE, transformer
@@ -40,9 +40,9 @@ def reverse_model(learning_seed):
     keras.utils.set_random_seed(learning_seed)
     model = transformer(TINY, VOCAB)
     trainer = Trainer(model, paper_optimizer(TINY), make_strategy("default"))
-    data = token_batches(reverse_dataset(learning_seed, 5000, min_length=3,
-                                         max_length=8).cache().repeat(),
-                         512, 16, shuffle_buffer=1000, seed=learning_seed)
+    data = block_token_batches(reverse_dataset(learning_seed, 5000, min_length=3, max_length=8,
+                                               block_size=1024).cache().repeat(),
+                               512, 16, shuffle_buffer=1000, seed=learning_seed)
     trainer.train(data, steps=300, steps_per_epoch=300, verbose=0)
     return model
 
