@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from helpers import processes
-from helpers.commands import command
 from helpers.marian_files import sentence_pairs
 from helpers.processes import FRESH_TEXT_PROCESS, ONNX_ONLY_PROCESS
 from keras_transformer.data import load_tokenizer
@@ -21,6 +20,7 @@ from keras_transformer.export import export_run
 from keras_transformer.pretrained import from_preset
 from keras_transformer.training.run import RunOptions, run_training
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SENTENCES = ["", "Der Hund sieht einen roten Apfel.", "Die Katze mag das Buch!",
              "Mein Bruder braucht 3 Flaschen Wasser.", "Das Mädchen öffnet die Tür im Garten."]
 
@@ -30,12 +30,17 @@ def imported_run(hf_models, tmp_path_factory):
     """A small trained Marian folder imported with the README's command."""
     folder, _, _ = hf_models.marian()
     run = tmp_path_factory.mktemp("runs") / "opus"
-    status, stdout, _ = command("examples/import_pretrained.py", folder, "--output", run)
-    assert status == 0 and b"Imported" in stdout
+    command = [sys.executable, os.path.join(ROOT, "examples", "import_pretrained.py"),
+               str(folder), "--output", str(run)]
+    result = subprocess.run(command, capture_output=True, text=True, env=processes.environment(),
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Imported" in result.stdout
     # A second import into the same folder is refused, and changes nothing.
     before = (run / "averaged.keras").read_bytes()
-    status, _, lines = command("examples/import_pretrained.py", folder, "--output", run)
-    assert status != 0 and len(lines) == 1 and "exists" in lines[0], lines
+    again = subprocess.run(command, capture_output=True, text=True, env=processes.environment(),
+                           timeout=300)
+    assert again.returncode != 0 and "exists" in again.stderr and "Traceback" not in again.stderr
     assert (run / "averaged.keras").read_bytes() == before
     return folder, run
 
@@ -151,7 +156,10 @@ def test_import_command_refuses_bad_sources_in_one_line_and_writes_nothing(tmp_p
     (tmp_path / "bart" / "config.json").write_text(json.dumps({"model_type": "bart"}))
     for source, message in ((tmp_path / "bart", "model_type 'bart' is not supported"),
                             (tmp_path / "missing", "is not a folder")):
-        status, _, lines = command("examples/import_pretrained.py", source, "--output",
-                                   tmp_path / "out")
-        assert status != 0 and len(lines) == 1 and message in lines[0], lines
+        result = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "examples", "import_pretrained.py"), str(source),
+             "--output", str(tmp_path / "out")],
+            capture_output=True, text=True, env=processes.environment(), timeout=300)
+        assert result.returncode != 0 and message in result.stderr
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
         assert sorted(os.listdir(tmp_path)) == ["bart"]
