@@ -70,23 +70,13 @@ def use_tensorflow_backend():
             raise ValueError(f"this command runs on Keras' TensorFlow backend, and this process "
                              f"already runs Keras on {backend}; run it in its own process.")
         return
-    chosen = os.environ.get("KERAS_BACKEND") or _keras_json_backend()
+    from keras_transformer.startup import keras_backend
+
+    chosen = keras_backend()
     os.environ["KERAS_BACKEND"] = "tensorflow"
     if chosen and chosen != "tensorflow":
         warn(f"this command runs on TensorFlow; the Keras backend {chosen} (KERAS_BACKEND or "
              "keras.json) was set to tensorflow for it (train alone runs on other backends).")
-
-
-def _keras_json_backend():
-    """The backend ~/.keras/keras.json (or $KERAS_HOME/keras.json) names, if any."""
-    import json
-
-    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
-    try:
-        with open(os.path.join(home, "keras.json")) as file:
-            return json.load(file).get("backend")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):

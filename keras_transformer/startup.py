@@ -21,22 +21,26 @@ tracebacks and any other error still reach the user. `--verbose`
 TensorFlow writes it.
 
 Without the optional modules. TensorFlow's import loads JAX (for its
-converter of JAX functions to TensorFlow Lite), SciPy (for sparse inputs of
-its legacy Keras) and, through Keras, Matplotlib (for Keras' image
-galleries), each only when installed and none of them used by a command:
-about a quarter of the CPU time of `import tensorflow` where all three are
-installed (`benchmarks/translate_file.py` measures the start-up). While
-TensorFlow is imported, those not imported yet are held back (as if not
-installed, which TensorFlow and Keras allow for); afterwards a command that
-wants one (Matplotlib for `visualize`) imports it as usual.
+converter of JAX functions to TensorFlow Lite) and SciPy (for sparse inputs
+of its legacy Keras), and Keras' import loads Matplotlib (for its image
+galleries) and JAX (for its Orbax checkpoints), each only when installed
+and none of them used by a command: about a quarter of the CPU time of
+`import tensorflow` where all three are installed, and 2-4 CPU-s of a
+small `train` run's 20 (`train` imports Keras first;
+`benchmarks/translate_file.py` measures the start-up). While the first of
+TensorFlow and Keras is imported, those not imported yet are held back (as
+if not installed, which TensorFlow and Keras allow for); afterwards a
+command that wants one (Matplotlib for `visualize`) imports it as usual.
 
-The same start serves the commands on JAX and PyTorch, which import
-TensorFlow for tf.data (JAX, imported first there, is not held back). Plain
-Python: nothing here imports TensorFlow.
+The same start serves `train` on JAX and PyTorch, which import TensorFlow
+for tf.data: where Keras runs on JAX (`keras_backend`), JAX and SciPy,
+which Keras' JAX backend imports, are not held back. Plain Python: nothing
+here imports TensorFlow.
 """
 
 import contextlib
 import importlib.abc
+import json
 import os
 import re
 import sys
@@ -45,8 +49,14 @@ import tempfile
 LEVEL_VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
 COMMAND_LEVEL = "2"
 """TensorFlow's C++ log level under the commands: errors only."""
+STARTING = ("tensorflow", "keras")
+"""The modules whose first import starts TensorFlow (Keras on TensorFlow
+imports it)."""
 HELD_BACK = ("jax", "scipy", "matplotlib")
-"""Optional modules TensorFlow's import would load, and no command uses."""
+"""Optional modules TensorFlow's and Keras' imports would load, and no
+command uses."""
+JAX_BACKEND_NEEDS = ("jax", "scipy")
+"""Of `HELD_BACK`, those Keras imports where it runs on JAX."""
 
 # An absl C++ log line: level letter, date (month and day), time (TensorFlow
 # writes 00:00:SECONDS-SINCE-1970), thread, file:line].
@@ -73,20 +83,43 @@ def is_chatter(line):
     return line.startswith(_NOTES)
 
 
+def keras_backend():
+    """The Keras backend this process will run on, read as Keras reads it
+    but without importing it: KERAS_BACKEND, else the one
+    $KERAS_HOME/keras.json (by default ~/.keras/keras.json) names, else None
+    (Keras' default, TensorFlow)."""
+    chosen = os.environ.get("KERAS_BACKEND")
+    if chosen:
+        return chosen
+    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+    try:
+        with open(os.path.join(home, "keras.json")) as file:
+            return json.load(file).get("backend")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def held_back_now():
+    """`HELD_BACK`, less what Keras' backend imports (`keras_backend`)."""
+    needed = JAX_BACKEND_NEEDS if keras_backend() == "jax" else ()
+    return tuple(name for name in HELD_BACK if name not in needed)
+
+
 @contextlib.contextmanager
-def tensorflow_start(module="tensorflow", held_back=HELD_BACK):
-    """Within this block, the first import of `module` (TensorFlow) holds
-    back the modules `held_back`, and it and its search for GPUs keep their
-    chatter off standard error unless TF_CPP_MIN_LOG_LEVEL is set (the
-    user's own), which otherwise is 2 in the block; `verbose` within it lets
-    everything through. Nothing changes where `module` is imported already."""
-    if module in sys.modules:
+def tensorflow_start(modules=STARTING, held_back=held_back_now):
+    """Within this block, the first import of any of `modules` (TensorFlow
+    or Keras) holds back the modules `held_back()` (called as that import
+    starts), and it and TensorFlow's search for GPUs keep their chatter off
+    standard error unless TF_CPP_MIN_LOG_LEVEL is set (the user's own),
+    which otherwise is 2 in the block; `verbose` within it lets everything
+    through. Nothing changes where one of `modules` is imported already."""
+    if any(module in sys.modules for module in modules):
         yield
         return
     if os.environ.get(LEVEL_VARIABLE) is None:
         os.environ[LEVEL_VARIABLE] = COMMAND_LEVEL
         _state["level_set"] = True
-    _state["finder"] = _StartingImport(module, held_back, quiet=_state["level_set"])
+    _state["finder"] = _StartingImport(modules, held_back, quiet=_state["level_set"])
     sys.meta_path.insert(0, _state["finder"])
     try:
         yield
@@ -161,16 +194,16 @@ def _modules_held_back(names):
 
 
 class _StartingImport(importlib.abc.MetaPathFinder):
-    """Finds `module` with the other finders, and has its loader run the
-    import (and the search for GPUs) the commands' way; once. A library may
-    look the module up without importing it (`importlib.util.find_spec`):
-    the finder stays until the import runs."""
+    """Finds the first of `modules` imported with the other finders, and has
+    its loader run the import (and the search for GPUs) the commands' way;
+    once. A library may look a module up without importing it
+    (`importlib.util.find_spec`): the finder stays until an import runs."""
 
-    def __init__(self, module, held_back, quiet):
-        self.module, self.held_back, self.quiet = module, held_back, quiet
+    def __init__(self, modules, held_back, quiet):
+        self.modules, self.held_back, self.quiet = modules, held_back, quiet
 
     def find_spec(self, name, path=None, target=None):
-        if name != self.module:
+        if name not in self.modules:
             return None
         for finder in sys.meta_path:
             if finder is self:
@@ -186,9 +219,10 @@ class _StartingImport(importlib.abc.MetaPathFinder):
 
 class _StartingLoader(importlib.abc.Loader):
     """Runs another loader's import with the finder's modules held back and,
-    when quiet, descriptor 2 filtered; then TensorFlow's search for GPUs
-    (its cuInit error comes then, not at import; the search would come at
-    its first operation anyway)."""
+    when quiet, descriptor 2 filtered; then, where TensorFlow was imported
+    (by itself or by Keras), its search for GPUs (its cuInit error comes
+    then, not at import; the search would come at its first operation
+    anyway)."""
 
     def __init__(self, loader, finder):
         self.loader, self.finder = loader, finder
@@ -200,8 +234,9 @@ class _StartingLoader(importlib.abc.Loader):
         _remove_finder()
         module.__loader__ = module.__spec__.loader = self.loader
         with _descriptor_2_filtered() if self.finder.quiet else contextlib.nullcontext():
-            with _modules_held_back(self.finder.held_back):
+            with _modules_held_back(self.finder.held_back()):
                 self.loader.exec_module(module)
-            config = getattr(module, "config", None)
+            tensorflow = sys.modules.get("tensorflow")
+            config = getattr(tensorflow, "config", None)
             if config is not None and hasattr(config, "list_physical_devices"):
                 config.list_physical_devices("GPU")

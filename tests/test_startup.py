@@ -90,7 +90,7 @@ def _import(names, capfd, verbose=False):
     """Imports the chatty module inside `tensorflow_start`; its standard
     error lines, and TF_CPP_MIN_LOG_LEVEL inside the block."""
     name, optional = names
-    with startup.tensorflow_start(name, held_back=(optional,)):
+    with startup.tensorflow_start((name,), held_back=lambda: (optional,)):
         if verbose:
             parser = argparse.ArgumentParser()
             cli.add_verbose_argument(parser)
@@ -121,6 +121,35 @@ def test_verbose_or_the_user_s_own_level_lets_everything_through(chatty_module, 
     lines, level = _import(chatty_module, capfd, verbose=how == "--verbose")
     assert level == (None if how == "--verbose" else "0")
     assert lines == CHATTER + [NOT_CHATTER[1], NOT_CHATTER[3]]
+
+
+# `train`'s start as a command runs it: Keras imported first (TensorFlow
+# through it); then the optional modules it loaded.
+TRAIN_START = """
+import sys
+from keras_transformer import cli, startup
+cli.run(lambda: __import__("keras_transformer.training"))
+print(sorted(name for name in startup.HELD_BACK + ("tensorflow",) if name in sys.modules))
+"""
+
+
+def test_a_command_that_imports_keras_first_holds_the_optional_modules_back_too():
+    done = subprocess.run([sys.executable, "-c", TRAIN_START], capture_output=True, text=True,
+                          env=processes.environment(KERAS_BACKEND="tensorflow"), check=True,
+                          timeout=300)
+    assert done.stdout.split("\n")[-2] == "['tensorflow']"
+
+
+def test_keras_own_backend_needs_are_not_held_back(tmp_path, monkeypatch):
+    """On JAX, Keras' import needs JAX and SciPy: the backend is read as
+    Keras reads it, from KERAS_BACKEND or keras.json."""
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    assert startup.keras_backend() is None and startup.held_back_now() == startup.HELD_BACK
+    (tmp_path / "keras.json").write_text('{"backend": "jax"}')
+    assert startup.keras_backend() == "jax" and startup.held_back_now() == ("matplotlib",)
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    assert startup.held_back_now() == startup.HELD_BACK
 
 
 def test_the_installed_command_prints_only_its_own_lines(small_run, tmp_path):

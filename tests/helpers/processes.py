@@ -19,9 +19,21 @@ def environment(**extra):
     return env
 
 
+# Runs a helper job (`python -m MODULE ARGS`) started as the commands start
+# (keras_transformer.startup): without the optional modules TensorFlow's
+# and Keras' imports would load for nothing, 2-3 CPU-s a process.
+_JOB = """
+import runpy, sys
+from keras_transformer import startup
+module = sys.argv.pop(1)
+with startup.tensorflow_start():
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
 def start(module, *args, **extra_env):
     return subprocess.Popen(
-        [sys.executable, "-m", module, *map(str, args)],
+        [sys.executable, "-c", _JOB, module, *map(str, args)],
         cwd=TESTS, env=environment(**extra_env),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
