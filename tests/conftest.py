@@ -29,8 +29,15 @@ _xla_flags = os.environ.get("XLA_FLAGS", "")
 if "xla_backend_optimization_level" not in _xla_flags:
     os.environ["XLA_FLAGS"] = f"{_xla_flags} --xla_backend_optimization_level=0".strip()
 
-import keras  # noqa: E402
 import pytest  # noqa: E402
+
+from keras_transformer import startup  # noqa: E402
+
+# Keras and TensorFlow start as in the commands: without the optional
+# modules their imports load for nothing (startup.HELD_BACK, 3 CPU-s a
+# process); a test that needs one imports it as usual.
+with startup.tensorflow_start():
+    import keras  # noqa: E402
 
 from keras_transformer.models import BASE  # noqa: E402
 
