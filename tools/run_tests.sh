@@ -84,19 +84,15 @@ backends=(${BACKENDS-jax torch tensorflow})
 backend_runs=$!
 
 # A test file's tests stay in one worker, so its module fixtures are built
-# once. The workers take the files in the order tests/conftest.py gives
-# them (`pytest_collection_modifyitems`): most tests first, as
-# pytest-xdist's own order, except the few files of few but long tests,
-# which go first, so that the run does not end with one of them on one core
-# while the other has nothing left (the two workers ended 36 s and 79 s
-# apart in the last two profiled clean clones, test_resume.py or
-# test_learning.py last). Giving every file in order of its time instead
-# made the main run slower in one clean clone, 1,964 s against the clone
-# before it's 1,714 s, which the machine's drift may explain in part.
+# once. pytest-xdist hands the files out by their number of tests, most
+# first. Giving the longest-running files first instead
+# (--no-loadscope-reorder) made the main run slower in a clean clone, 1,964 s
+# against the clone before it's 1,714 s: the kill-and-resume tests, started
+# beside the backend runs' JAX compilations, took 1.5-2x as long.
 # --durations: where the suite's time goes, at the end of the log.
 status=0
 env KERAS_BACKEND=tensorflow .venv/bin/python -m pytest \
-    --numprocesses "${TEST_WORKERS-2}" --dist loadfile --no-loadscope-reorder --durations=25 "$@" || status=$?
+    --numprocesses "${TEST_WORKERS-2}" --dist loadfile --durations=25 "$@" || status=$?
 check $status
 
 wait $backend_runs
