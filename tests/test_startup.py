@@ -3,7 +3,8 @@ it would load for nothing (`keras_transformer.startup`): the installed
 command prints only its own lines; what is not chatter (Python warnings,
 other errors) still goes through; `--verbose` and the user's own
 TF_CPP_MIN_LOG_LEVEL let everything through; the held-back modules are
-missing only while TensorFlow is imported."""
+missing only while the first of TensorFlow and Keras is imported, and
+not those Keras' own backend needs."""
 
 import argparse
 import os
