@@ -1,5 +1,7 @@
-"""Shared test setup: quiet TensorFlow, deterministic seeds, small configs."""
+"""Shared test setup: quiet TensorFlow, deterministic seeds, small configs,
+the order of the test files."""
 
+import collections
 import json
 import os
 import tempfile
@@ -40,6 +42,21 @@ with startup.tensorflow_start():
     import keras  # noqa: E402
 
 from keras_transformer.models import BASE  # noqa: E402
+
+
+HANDED_OUT_FIRST = ("test_resume.py", "test_learning.py", "test_distributed.py")
+"""Files of a few tests that take minutes of CPU (training jobs in processes
+of their own): handed to the workers first (`pytest_collection_modifyitems`)."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """The test files in the order the workers take them (tools/run_tests.sh
+    gives pytest-xdist `--no-loadscope-reorder`): `HANDED_OUT_FIRST`, then
+    the files with most tests first, as pytest-xdist orders them. A file's
+    own tests keep their order."""
+    counts = collections.Counter(item.path for item in items)
+    items.sort(key=lambda item: (item.path.name not in HANDED_OUT_FIRST, -counts[item.path],
+                                 str(item.path)))
 
 
 def pytest_addoption(parser):

@@ -84,15 +84,19 @@ backends=(${BACKENDS-jax torch tensorflow})
 backend_runs=$!
 
 # A test file's tests stay in one worker, so its module fixtures are built
-# once. pytest-xdist hands the files out by their number of tests, most
-# first. Giving the longest-running files first instead
-# (--no-loadscope-reorder) made the main run slower in a clean clone, 1,964 s
-# against the clone before it's 1,714 s: the kill-and-resume tests, started
-# beside the backend runs' JAX compilations, took 1.5-2x as long.
+# once. The workers take the files in the order tests/conftest.py gives
+# them (`pytest_collection_modifyitems`): most tests first, as
+# pytest-xdist's own order, except the few files of few but long tests,
+# which go first. In pytest-xdist's order they came last, and the run ended
+# with one of them on one core while the other had nothing left: the two
+# workers ended 36 s, 79 s and 164 s apart in three profiled clean clones
+# (test_resume.py then test_learning.py, 190 s, at the end of one worker),
+# 45 s apart in the order here. Two clones of the same afternoon: 1,549 s
+# in this order, 1,581 s in pytest-xdist's.
 # --durations: where the suite's time goes, at the end of the log.
 status=0
 env KERAS_BACKEND=tensorflow .venv/bin/python -m pytest \
-    --numprocesses "${TEST_WORKERS-2}" --dist loadfile --durations=25 "$@" || status=$?
+    --numprocesses "${TEST_WORKERS-2}" --dist loadfile --no-loadscope-reorder --durations=25 "$@" || status=$?
 check $status
 
 wait $backend_runs
