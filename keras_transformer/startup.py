@@ -50,8 +50,8 @@ LEVEL_VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
 COMMAND_LEVEL = "2"
 """TensorFlow's C++ log level under the commands: errors only."""
 STARTING = ("tensorflow", "keras")
-"""The modules whose first import starts TensorFlow (Keras on TensorFlow
-imports it)."""
+"""The modules whose first import is run the commands' way (Keras on
+TensorFlow imports TensorFlow)."""
 HELD_BACK = ("jax", "scipy", "matplotlib")
 """Optional modules TensorFlow's and Keras' imports would load, and no
 command uses."""
@@ -237,6 +237,5 @@ class _StartingLoader(importlib.abc.Loader):
             with _modules_held_back(self.finder.held_back()):
                 self.loader.exec_module(module)
             tensorflow = sys.modules.get("tensorflow")
-            config = getattr(tensorflow, "config", None)
-            if config is not None and hasattr(config, "list_physical_devices"):
-                config.list_physical_devices("GPU")
+            if tensorflow is not None:
+                tensorflow.config.list_physical_devices("GPU")

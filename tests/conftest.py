@@ -6,7 +6,6 @@ import json
 import os
 import tempfile
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # JAX compiles a jitted function anew in every process, and the JAX
 # training jobs the tests start (resume, multi-host, the benchmark) compile
 # the same small steps: several seconds each on CPU. JAX's persistent cache
@@ -35,11 +34,15 @@ import pytest  # noqa: E402
 
 from keras_transformer import startup  # noqa: E402
 
-# Keras and TensorFlow start as in the commands: without the optional
-# modules their imports load for nothing (startup.HELD_BACK, 3 CPU-s a
-# process); a test that needs one imports it as usual.
+# Keras and TensorFlow start as in the commands: quietly (their start-up
+# chatter, the cuInit error among it, kept off the test log) and without
+# the optional modules their imports load for nothing (startup.HELD_BACK,
+# 3 CPU-s a process); a test that needs one imports it as usual. Then
+# TensorFlow's C++ log keeps to errors here and in the tests' processes,
+# unless TF_CPP_MIN_LOG_LEVEL was set already.
 with startup.tensorflow_start():
     import keras  # noqa: E402
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from keras_transformer.models import BASE  # noqa: E402
 
