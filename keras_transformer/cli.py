@@ -142,13 +142,14 @@ def add_verbose_argument(parser):
 class HelpFormatter(argparse.HelpFormatter):
     """`--help` that gives each option's default after what it does, where
     the option has one and its help does not already say it (argparse's
-    ArgumentDefaultsHelpFormatter also prints `(default: None)` and repeats
-    the defaults a help text spells out)."""
+    ArgumentDefaultsHelpFormatter also prints `(default: None)` or `[]` and
+    repeats the defaults a help text spells out)."""
 
     def _get_help_string(self, action):
         help = action.help or ""
         # `is`, not `in`: a default of 0 equals False and is still shown.
         if (any(action.default is nothing for nothing in (None, False, argparse.SUPPRESS))
+                or action.default == []  # a repeatable option given no times
                 or "default" in help
                 or not action.option_strings):
             return help

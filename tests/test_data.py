@@ -1,6 +1,8 @@
 """Corpora, the Ding TFDS builder, the tokenizer and token-budget batching."""
 
 import collections
+import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -164,12 +166,14 @@ def test_local_tsv_and_text_folders(tmp_path):
         corpus(str(text))
 
 
+TOKENIZER_TEXTS = ([f"Das Haus {i} ist groß. The house {i} is big." for i in range(300)]
+                   + ["Guten Morgen, wie geht es dir?", "Good morning, how are you?"] * 50)
+
+
 @pytest.fixture(scope="module")
 def tokenizer_model(tmp_path_factory):
-    texts = [f"Das Haus {i} ist groß. The house {i} is big." for i in range(300)]
-    texts += ["Guten Morgen, wie geht es dir?", "Good morning, how are you?"] * 50
     path = tmp_path_factory.mktemp("spm") / "spm.model"
-    train_tokenizer(texts, path, vocab_size=120)
+    train_tokenizer(TOKENIZER_TEXTS, path, vocab_size=120)
     return path
 
 
@@ -178,6 +182,18 @@ def tokenizer(tokenizer_model):
     # Made after the per-test seeding: tf.random.set_seed clears the kernel
     # cache that owns tf-text's SentencePiece resource.
     return Tokenizer(str(tokenizer_model))
+
+
+def test_a_tokenizer_trained_without_a_path_is_the_same_and_leaves_no_file(
+        tokenizer_model, tmp_path, monkeypatch):
+    # What a multi-worker run's other workers and prepare-data do: they need
+    # the model, not its file, and once left a folder in /tmp at each run.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    in_memory = train_tokenizer(TOKENIZER_TEXTS, None, vocab_size=120)
+    assert os.listdir(tmp_path) == []
+    written = Tokenizer(str(tokenizer_model))
+    assert in_memory.vocab_size == written.vocab_size == 120
+    assert in_memory.pieces(range(120)) == written.pieces(range(120))
 
 
 def test_tokenizer_round_trips_and_uses_fixed_special_ids(tokenizer):

@@ -122,12 +122,17 @@ def test_each_command_s_help_is_under_its_installed_name(capsys, command):
     assert out.startswith(f"usage: keras-transformer {command} [-h]")
 
 
-def test_translate_help_says_what_each_option_does_and_its_default(capsys):
-    _, out, _ = run(capsys, "translate", "--help")
+def help_entries(out):
+    """A command's `--help` output -> {option: its entry on one line}."""
     options = out[out.index("\noptions:\n"):]
     # One entry an option: "--name METAVAR  help", continued on indented lines.
     entries = re.split(r"\n  (?=-)", " ".join(options.split("\n  " + " " * 20)))[1:]
-    described = {entry.split()[0].rstrip(","): " ".join(entry.split()) for entry in entries}
+    return {entry.split()[0].rstrip(","): " ".join(entry.split()) for entry in entries}
+
+
+def test_translate_help_says_what_each_option_does_and_its_default(capsys):
+    _, out, _ = run(capsys, "translate", "--help")
+    described = help_entries(out)
     assert {"--input", "--output", "--beam-size", "--alpha", "--batch-size", "--n-best",
             "--overlong", "--precision"} <= set(described)
     for option, text in described.items():
@@ -138,6 +143,14 @@ def test_translate_help_says_what_each_option_does_and_its_default(capsys):
     assert "--window WINDOW lines read ahead and sorted together (default: 4096)" in (
         described["--window"])
     assert "(default: truncate)" in described["--overlong"]
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_each_command_s_help_gives_a_default_once_and_only_a_real_one(capsys, command):
+    _, out, _ = run(capsys, command, "--help")
+    for option, text in help_entries(out).items():
+        assert text.count("default:") <= 1, text
+        assert not re.search(r"\(default: (None|\[\]|False)\)", text), text
 
 
 def test_a_command_s_errors_name_it(capsys, tmp_path):

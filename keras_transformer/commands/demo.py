@@ -68,7 +68,7 @@ def default_precision():
 
 def parser():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=cli.HelpFormatter)
     p.add_argument("--output", default="runs/demo", help="the run's folder (resumed if it exists)")
     p.add_argument("--minutes", type=cli.non_negative_float, default=15.0,
                    help="training time budget; 0 trains for the preset's train_steps")

@@ -71,8 +71,6 @@ def main(argv=None):
     pipeline_options(beam_args)  # a misspelt option stops here, before any work
     check_output_folder(args.output, args.overwrite, INFO_FILE)
 
-    import tempfile
-
     from keras_transformer import data
     from keras_transformer.models import TransformerConfig
     from keras_transformer.pipelines.prepare_data import prepare_data
@@ -90,8 +88,8 @@ def main(argv=None):
                          "--tokenizer run whose config.json has it.")
     if args.vocab_size:
         tokenizer = data.train_corpus_tokenizer(
-            corpus, os.path.join(tempfile.mkdtemp(), data.tokenizer.MODEL_FILE), args.vocab_size,
-            seed=args.seed, model_type=args.tokenizer_type or "bpe")
+            corpus, None, args.vocab_size, seed=args.seed,
+            model_type=args.tokenizer_type or "bpe")
     settings = {key: value for key, value in vars(args).items()
                 if key not in ("overwrite", "verbose")}
     settings["tokenizer_type"] = getattr(tokenizer, "model_type", None)  # what the shards hold

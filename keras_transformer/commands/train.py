@@ -40,7 +40,7 @@ DEFAULTS = dict(dataset="ding", ding_path="/usr/share/trans/de-en", vocab_size=8
 
 def parser():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=cli.HelpFormatter)
     p.add_argument("--output", required=True, help="output folder (resumed if it exists)")
     data = p.add_argument_group("data")
     data.add_argument("--dataset", default=DEFAULTS["dataset"],

@@ -46,7 +46,9 @@ def train_tokenizer(texts, model_path, vocab_size, max_sentences=2_000_000,
         texts: an iterable of strings (both languages for a shared
             vocabulary).
         model_path: the `.model` file to write (a `.vocab` file is written
-            next to it).
+            next to it), or None to write no file: the `Tokenizer` holds
+            the model's bytes (a worker that needs the model but not the
+            file).
         vocab_size: number of pieces including the four special ids (the
             paper's EN-DE vocabulary has about 37,000).
         max_sentences: SentencePiece samples at most this many lines.
@@ -59,13 +61,16 @@ def train_tokenizer(texts, model_path, vocab_size, max_sentences=2_000_000,
         raise ValueError(f"vocab_size must be at least 8; got {vocab_size}.")
     if model_type not in TOKENIZER_TYPES:
         raise ValueError(f"model_type must be one of {TOKENIZER_TYPES}; got {model_type!r}.")
-    model_path = os.fspath(model_path)
-    if not model_path.endswith(".model"):
-        raise ValueError(f"model_path must end in .model; got {model_path!r}.")
-    os.makedirs(os.path.dirname(model_path) or ".", exist_ok=True)
+    folder = None  # the system's temporary folder, without a model_path
+    if model_path is not None:
+        model_path = os.fspath(model_path)
+        if not model_path.endswith(".model"):
+            raise ValueError(f"model_path must end in .model; got {model_path!r}.")
+        folder = os.path.dirname(model_path) or "."
+        os.makedirs(folder, exist_ok=True)
     # Train into a temporary prefix and move into place, so that an
     # interrupted run never leaves a half-written model behind.
-    with tempfile.TemporaryDirectory(dir=os.path.dirname(model_path) or ".") as scratch:
+    with tempfile.TemporaryDirectory(dir=folder) as scratch:
         prefix = os.path.join(scratch, "spm")
         sentencepiece.SentencePieceTrainer.train(
             sentence_iterator=(clean_text(text) for text in texts),
@@ -81,6 +86,8 @@ def train_tokenizer(texts, model_path, vocab_size, max_sentences=2_000_000,
             shuffle_input_sentence=True,
             minloglevel=2,
         )
+        if model_path is None:
+            return Tokenizer(prefix + ".model")  # read before the folder goes
         os.replace(prefix + ".vocab", model_path[: -len(".model")] + ".vocab")
         os.replace(prefix + ".model", model_path)
     return Tokenizer(model_path)

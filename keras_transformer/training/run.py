@@ -33,7 +33,6 @@ import contextlib
 import dataclasses
 import os
 import shutil
-import tempfile
 import time
 
 import keras
@@ -210,9 +209,7 @@ def prepare_tokenizer(options, corpus, chief):
         if chief:
             tokenizer.save(options.output_dir)
         return tokenizer
-    if not chief:
-        path = os.path.join(tempfile.mkdtemp(), "tokenizer.model")
-    return data.train_corpus_tokenizer(corpus, path, options.vocab_size,
+    return data.train_corpus_tokenizer(corpus, path if chief else None, options.vocab_size,
                                        options.tokenizer_sentences, options.seed,
                                        model_type=options.tokenizer_type)
 
