@@ -148,7 +148,7 @@ def test_translate_help_says_what_each_option_does_and_its_default(capsys):
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_each_command_s_help_gives_a_default_once_and_only_a_real_one(capsys, command):
     _, out, _ = run(capsys, command, "--help")
-    for option, text in help_entries(out).items():
+    for text in help_entries(out).values():
         assert text.count("default:") <= 1, text
         assert not re.search(r"\(default: (None|\[\]|False)\)", text), text
 
