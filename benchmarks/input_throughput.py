@@ -17,12 +17,13 @@ WMT-length text is Ding's whole sentences joined four to a line (about 22
 tokens a side, as WMT14's news sentences), eight groupings of them. The
 tokenizer is an 8,000-piece SentencePiece model trained on Ding.
 
-Beside train's input, "pair by pair" is the first pass as `train` ran it
-before blocks of pairs were tokenized at once (`token_batches` of
-`encode_pairs` of single pairs): the before and after of that change, in
-turns. "Tokenizing alone" is the first pass's tokenizing without
-shuffling or batching (its 512-pair blocks, on tf.data's parallel map):
-the ceiling of the first pass, set by SentencePiece's speed on this CPU.
+Beside train's input, "tf-text's op (before)" is the first pass as `train`
+ran it before its tokenizer's batches went to the `sentencepiece` package's
+own encoder (`data.tokenizer.input_tokenizer`): tf-text's
+SentencepieceTokenizer op, tf.data's parallel calls. The before and after
+of that change, in turns. "Tokenizing alone" is the first pass's
+tokenizing without shuffling or batching (its 512-pair blocks): the
+ceiling of the first pass, set by the tokenizer's speed on this CPU.
 "Per CPU second" divides by the CPU time of all the process's threads
 (which other jobs on the machine do not inflate): times the cores given to
 the input, it is what an idle machine's cores deliver where the pipeline
@@ -72,12 +73,22 @@ def wmt_length_folder(work, groupings=8, per_line=4):
     return folder
 
 
+class TfTextTokenizer:
+    """`tokenizer` with tf-text's op for every call: input pipelines use
+    a tokenizer that is not a `data.Tokenizer` as it is (see
+    `data.tokenizer.input_tokenizer`)."""
+
+    def __init__(self, tokenizer):
+        self.tokenize = self.tokenize_target = tokenizer.tokenize
+        self.eos_id, self.bos_id = tokenizer.eos_id, tokenizer.bos_id
+
+
 def pipelines(corpus, tokenizer, cached, prepared_dir, config, fixed_shapes):
     """`{name: make(seed) -> dataset of batches}`: train's input from the
     raw corpus, from `cached` (its blocks, cached), from prepared shards,
-    the first pass pair by pair as it was, and the first pass's tokenizing
-    alone (its blocks, neither shuffled nor batched): the ceiling of the
-    first pass."""
+    the first pass with tf-text's op as it was, and the first pass's
+    tokenizing alone, both ways (its blocks, neither shuffled nor batched):
+    the ceiling of the first pass."""
     import tensorflow as tf
 
     from keras_transformer import data
@@ -85,9 +96,12 @@ def pipelines(corpus, tokenizer, cached, prepared_dir, config, fixed_shapes):
     batching = dict(batch_tokens=config.batch_tokens, max_length=config.max_length,
                     shuffle_buffer=SHUFFLE_BUFFER, pad_id=config.pad_id, fixed_shapes=fixed_shapes)
     prepared = data.corpus(f"prepared:{prepared_dir}")
+    before = TfTextTokenizer(tokenizer)
     return {
-        "raw, pair by pair (before)": lambda seed: data.token_batches(
-            data.encode_pairs(corpus.pairs("train"), tokenizer).repeat(), seed=seed, **batching),
+        "raw, tf-text's op (before)": lambda seed: data.block_token_batches(
+            data.encode_blocks(corpus.pairs("train"), before).repeat(), seed=seed, **batching),
+        "tokenizing alone, tf-text's op (before)": lambda seed: data.encode_blocks(
+            corpus.pairs("train"), before).repeat(),
         "tokenizing alone": lambda seed: data.encode_blocks(
             corpus.pairs("train"), tokenizer).repeat(),
         "raw (first pass)": lambda seed: data.block_token_batches(
@@ -151,7 +165,8 @@ def main():
         for fixed_shapes in (False, True):
             contenders = pipelines(corpus, tokenizer, cached, prepared_dir, BASE, fixed_shapes)
             if fixed_shapes:  # unbatched: measured once
-                del contenders["tokenizing alone"]
+                for name in [name for name in contenders if name.startswith("tokenizing")]:
+                    del contenders[name]
             figures = {name: [] for name in contenders}
             for turn in range(args.repeats):
                 for name, make in contenders.items():
@@ -161,7 +176,7 @@ def main():
                           f"{figures[name][-1][2]:,.0f} a CPU second", flush=True)
             for name, values in figures.items():
                 rate, real, per_cpu = (float(np.median(column)) for column in zip(*values))
-                padding = ("none (ragged blocks)" if name == "tokenizing alone" else
+                padding = ("none (ragged blocks)" if name.startswith("tokenizing") else
                            "fixed (XLA)" if fixed_shapes else "longest pair")
                 rows.append((corpus_name, padding, name, rate, real, per_cpu))
                 print(f"{rows[-1][:3]}: {rate:,.0f} target tokens/s, {real:.0%} real", flush=True)

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from keras_transformer.data import (
     BOS_ID,
@@ -15,6 +17,7 @@ from keras_transformer.data import (
     DingDeEn,
     Tokenizer,
     batch_count,
+    clean_texts,
     bucket_boundaries,
     shape_boundaries,
     corpus,
@@ -26,6 +29,8 @@ from keras_transformer.data import (
     train_tokenizer,
 )
 from keras_transformer.data import ding
+from keras_transformer.data.tokenizer import input_tokenizer
+from keras_transformer.sentencepiece_proto import TOKENIZER_TYPES
 
 DING_LINES = [
     "# Version :: devel 2023-01-30",
@@ -232,6 +237,50 @@ def test_encode_pairs_repairs_training_text_as_translation_does(tokenizer):
     for a, b in zip(next(iter(encode_pairs(damaged, tokenizer))),
                     next(iter(encode_pairs(repaired, tokenizer)))):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+# Texts where two tokenizers could part: spaces, normalization (NFKC folds
+# "ﬁ" and full-width letters), characters outside the vocabulary, repaired
+# bytes, combining accents, control characters and a long line.
+ODD_TEXTS = [b"", b" ", b"   Guten   Morgen  ", "Stra\u00dfe \ufb01nden \uff21\uff42c".encode(),
+             "Emoji \U0001F600 und \u2713, \u6f22\u5b57, \u03a9\u03bc\u03ad\u03b3\u03b1".encode(),
+             "Ke\u0301se".encode(), b"tab\tand\nnewline\r", b"Guten\xff Morgen\x00dir\xfe",
+             b"The house 7 is big. " * 400]
+
+
+def _ids(tokenize, texts):
+    return tokenize(clean_texts(tf.constant(texts))).to_list()
+
+
+@pytest.mark.parametrize("model_type", TOKENIZER_TYPES)
+def test_input_tokenizer_gives_tf_text_s_ids(tmp_path, model_type):
+    """Training input tokenizes batches of our model's text with the
+    `sentencepiece` package (about twice as fast); its ids are tf-text's op's,
+    which translation and the SavedModel use: on one thread or several, for
+    a batch, a single string, and in a dataset's pairs."""
+    tokenizer = train_tokenizer(TOKENIZER_TEXTS, tmp_path / "spm.model", vocab_size=70,
+                                model_type=model_type)
+    texts = [text.encode() for text in TOKENIZER_TEXTS[::7]] + ODD_TEXTS
+    want = _ids(tokenizer.tokenize, texts)
+    assert len(want) == len(texts) and sum(map(len, want)) > 2000
+    for threads in (1, 3):
+        reader = input_tokenizer(tokenizer, threads)
+        assert _ids(reader.tokenize, texts) == _ids(reader.tokenize_target, texts) == want
+        for text, ids in zip(texts[-4:], want[-4:]):
+            assert reader.tokenize(clean_texts(tf.constant(text))).numpy().tolist() == ids
+    pairs = tf.data.Dataset.from_tensor_slices((texts, texts[::-1]))
+    for blocked, one in zip(encode_blocks(pairs, tokenizer, block=8).unbatch(),
+                            encode_pairs(pairs, tokenizer)):
+        for got, expected in zip(blocked, one):
+            assert got.numpy().tolist() == expected.numpy().tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=60), min_size=1, max_size=6))
+def test_input_tokenizer_gives_tf_text_s_ids_for_any_text(tokenizer_model, texts):
+    tokenizer = Tokenizer(str(tokenizer_model))
+    texts = [text.encode() for text in texts]
+    assert _ids(input_tokenizer(tokenizer, 2).tokenize, texts) == _ids(tokenizer.tokenize, texts)
 
 
 def test_train_input_from_blocks_holds_every_pair_once_in_its_shapes(tokenizer):

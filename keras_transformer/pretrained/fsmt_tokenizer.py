@@ -12,13 +12,13 @@ in TensorFlow Serving or a text-in export). `in_graph = False` tells callers
 so: the exporter then writes no text-in SavedModel.
 """
 
-import itertools
 import os
 
 import numpy as np
 import tensorflow as tf
 
 from keras_transformer.pretrained.fsmt_vocabulary import FsmtVocabulary
+from keras_transformer.python_tokenize import python_tokenize
 
 
 class FsmtTokenizer(tf.Module):
@@ -86,16 +86,9 @@ class FsmtTokenizer(tf.Module):
         if texts.shape.rank == 0:
             return self._tokenize(texts[None], encode)[0]
 
-        def run(batch):
-            ids = [encode(text.decode("utf-8", errors="replace")) for text in batch.reshape(-1)]
-            lengths = np.array([len(row) for row in ids], np.int64)
-            flat = np.fromiter(itertools.chain.from_iterable(ids), np.int32, count=int(lengths.sum()))
-            return flat, lengths
-
-        flat, lengths = tf.numpy_function(run, [texts], (tf.int32, tf.int64), name="fsmt_tokenize")
-        flat.set_shape([None])
-        lengths.set_shape(texts.shape[:1] if texts.shape.rank is not None else [None])
-        return tf.RaggedTensor.from_row_lengths(flat, lengths, validate=False)
+        return python_tokenize(
+            texts, lambda batch: [encode(text.decode("utf-8", errors="replace")) for text in batch],
+            name="fsmt_tokenize")
 
     def detokenize(self, ids):
         """Target ids `(batch, length)` (dense or ragged, without the start
