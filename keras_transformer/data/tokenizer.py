@@ -281,8 +281,9 @@ class _InputTokenizer:
     Our own path rather than tf-text's op because it is faster: the same
     model gives the same ids (tested) at about twice the tokens a CPU second
     on WMT-length text. The package spreads a batch over its own threads
-    (with the GIL released) because tf.data's calls into Python side by
-    side often ran at one core's speed on 2 cores. Training's first pass on
+    (with the GIL released), one call at a time, because tf.data's calls
+    into Python side by side often ran at one core's speed on 2 cores (one
+    at a time still did now and then, less often). Training's first pass on
     2 cores went from 0.33M to 0.52M target tokens a second, and
     `prepare-data` 1.3x faster (docs/benchmarks.md, "Training input"). A
     single string stays with tf-text: a `numpy_function` call costs more
