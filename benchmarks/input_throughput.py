@@ -106,8 +106,8 @@ def pipelines(corpus, tokenizer, cached, prepared_dir, config, fixed_shapes):
             corpus.pairs("train"), tokenizer).repeat(),
         "raw (first pass)": lambda seed: data.block_token_batches(
             data.encode_blocks(corpus.pairs("train"), tokenizer).repeat(), seed=seed, **batching),
-        "cache (later passes)": lambda seed: data.block_token_batches(
-            cached.repeat(), seed=seed, **batching),
+        "cache (later passes)": lambda seed: data.autotuned(data.block_token_batches(
+            cached.repeat(), seed=seed, **batching)),
         "prepared shards": lambda seed: prepared.training_input(
             config.batch_tokens, config.max_length, SHUFFLE_BUFFER, seed, pad_id=config.pad_id,
             fixed_shapes=fixed_shapes)(tf.distribute.InputContext()),

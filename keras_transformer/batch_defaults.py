@@ -8,8 +8,6 @@ import os
 
 import numpy as np
 
-from keras_transformer.cpu_features import usable_cores
-
 DEFAULT_WINDOW = 4096
 """Sentences a stream is read ahead, sorted and batched by (`Translator.translate_stream`)."""
 
@@ -42,7 +40,10 @@ def share_cores(in_flight=DEFAULT_IN_FLIGHT):
         ValueError: `TF_NUM_INTRAOP_THREADS` is set to something other than
             a whole number.
     """
-    cores = usable_cores()
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
     value = os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, cores // in_flight)))
     if not value.strip().isdigit():
         raise ValueError(f"TF_NUM_INTRAOP_THREADS must be a whole number of threads per "

@@ -1,6 +1,5 @@
 """What this CPU computes, as TensorFlow sees it: whether it does bfloat16
-natively, and whether TensorFlow's bfloat16 matmuls would crash here; and
-how many of its cores this process may use (`usable_cores`).
+natively, and whether TensorFlow's bfloat16 matmuls would crash here.
 
 TensorFlow 2.21 picks oneDNN's bfloat16 kernels from the CPU's flags
 (AVX-512), while `ONEDNN_MAX_CPU_ISA` caps the instructions oneDNN may use.
@@ -16,16 +15,6 @@ import os
 
 _BELOW_AVX512 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
 """oneDNN's `ONEDNN_MAX_CPU_ISA` values that leave out AVX-512."""
-
-
-def usable_cores():
-    """The cores this process may run on (its affinity, which `taskset` and
-    container CPU sets narrow), or all of the machine's where the system
-    does not say."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def cpu_flags():

@@ -16,6 +16,7 @@ from keras_transformer.data import (
     EOS_ID,
     DingDeEn,
     Tokenizer,
+    autotuned,
     batch_count,
     clean_texts,
     bucket_boundaries,
@@ -256,23 +257,25 @@ def _ids(tokenize, texts):
 def test_input_tokenizer_gives_tf_text_s_ids(tmp_path, model_type):
     """Training input tokenizes batches of our model's text with the
     `sentencepiece` package (about twice as fast); its ids are tf-text's op's,
-    which translation and the SavedModel use: on one thread or several, for
-    a batch, a single string, and in a dataset's pairs."""
+    which translation and the SavedModel use: for a batch, a single string,
+    and in a dataset's pairs."""
     tokenizer = train_tokenizer(TOKENIZER_TEXTS, tmp_path / "spm.model", vocab_size=70,
                                 model_type=model_type)
     texts = [text.encode() for text in TOKENIZER_TEXTS[::7]] + ODD_TEXTS
     want = _ids(tokenizer.tokenize, texts)
     assert len(want) == len(texts) and sum(map(len, want)) > 2000
-    for threads in (1, 3):
-        reader = input_tokenizer(tokenizer, threads)
-        assert _ids(reader.tokenize, texts) == _ids(reader.tokenize_target, texts) == want
-        for text, ids in zip(texts[-4:], want[-4:]):
-            assert reader.tokenize(clean_texts(tf.constant(text))).numpy().tolist() == ids
+    reader = input_tokenizer(tokenizer)
+    assert _ids(reader.tokenize, texts) == _ids(reader.tokenize_target, texts) == want
+    for text, ids in zip(texts[-4:], want[-4:]):
+        assert reader.tokenize(clean_texts(tf.constant(text))).numpy().tolist() == ids
     pairs = tf.data.Dataset.from_tensor_slices((texts, texts[::-1]))
-    for blocked, one in zip(encode_blocks(pairs, tokenizer, block=8).unbatch(),
-                            encode_pairs(pairs, tokenizer)):
+    blocks = encode_blocks(pairs, tokenizer, block=8)
+    for blocked, one in zip(blocks.unbatch(), encode_pairs(pairs, tokenizer)):
         for got, expected in zip(blocked, one):
             assert got.numpy().tolist() == expected.numpy().tolist()
+    # tf.data's autotuning is off where Python tokenizes, on again to read the cache.
+    assert blocks.options().autotune.enabled is False
+    assert autotuned(block_token_batches(blocks.cache(), 256, 64)).options().autotune.enabled
 
 
 @settings(max_examples=200, deadline=None)
@@ -280,7 +283,7 @@ def test_input_tokenizer_gives_tf_text_s_ids(tmp_path, model_type):
 def test_input_tokenizer_gives_tf_text_s_ids_for_any_text(tokenizer_model, texts):
     tokenizer = Tokenizer(str(tokenizer_model))
     texts = [text.encode() for text in texts]
-    assert _ids(input_tokenizer(tokenizer, 2).tokenize, texts) == _ids(tokenizer.tokenize, texts)
+    assert _ids(input_tokenizer(tokenizer).tokenize, texts) == _ids(tokenizer.tokenize, texts)
 
 
 def test_train_input_from_blocks_holds_every_pair_once_in_its_shapes(tokenizer):

@@ -3,7 +3,8 @@
 - `corpus(name)`: TFDS translation datasets, the Ding dictionary, local files.
 - `train_tokenizer`, `Tokenizer`: the shared SentencePiece vocabulary;
   `load_tokenizer`: a run folder's tokenizer, ours or an imported model's.
-- `encode_pairs` (`encode_blocks`: a block of pairs at a time), `length_report`,
+- `encode_pairs` (`encode_blocks`: a block of pairs at a time; `autotuned`
+  for reading their cache), `length_report`,
   `token_batches` (`block_token_batches`): ids, length filtering
   (counted, never silent) and token-budget batching by length buckets
   (`shape_boundaries`: the few fixed shapes of batches for XLA).
@@ -21,6 +22,7 @@ import importlib
 
 from keras_transformer.data.batching import (
     LengthReport,
+    autotuned,
     batch_count,
     block_token_batches,
     bucket_boundaries,
@@ -82,6 +84,7 @@ __all__ = [
     "LengthReport",
     "PreparedCorpus",
     "Tokenizer",
+    "autotuned",
     "batch_count",
     "block_token_batches",
     "bucket_boundaries",

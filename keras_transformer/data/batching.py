@@ -26,7 +26,6 @@ import dataclasses
 
 import tensorflow as tf
 
-from keras_transformer.cpu_features import usable_cores
 from keras_transformer.data.tokenizer import clean_texts, input_tokenizer
 
 
@@ -42,28 +41,39 @@ def encode_pairs(pairs, tokenizer, parallel=True):
     faster still with our own tokenizer (`data.tokenizer.input_tokenizer`).
     `parallel=False` tokenizes in the thread that reads the dataset.
     """
-    reader = input_tokenizer(tokenizer, threads=usable_cores() if parallel else 1)
-    # Three steps, so that our tokenizer's reader, which spreads each batch
-    # over the cores itself, is called one batch at a time (tf.data's calls
-    # into Python side by side often ran at one core's speed: see
-    # `input_tokenizer`) while the graph's steps around it run side by side.
-    graph_calls = tf.data.AUTOTUNE if parallel else None
-    tokenize_calls = graph_calls if reader is tokenizer else None
+    reader = input_tokenizer(tokenizer)
 
-    def tokenize(source, target):
-        return reader.tokenize(source), reader.tokenize_target(target)
-
-    def add_specials(source_ids, target_ids):
+    def encode(source, target):
+        source_ids = reader.tokenize(clean_texts(source))
+        target_ids = reader.tokenize_target(clean_texts(target))
         return (
             _join(source_ids, tokenizer.eos_id, at_end=True),
             _join(target_ids, tokenizer.bos_id, at_end=False),
             _join(target_ids, tokenizer.eos_id, at_end=True),
         )
 
-    return (pairs.map(lambda source, target: (clean_texts(source), clean_texts(target)),
-                      num_parallel_calls=graph_calls)
-            .map(tokenize, num_parallel_calls=tokenize_calls)
-            .map(add_specials, num_parallel_calls=graph_calls))
+    encoded = pairs.map(encode, num_parallel_calls=tf.data.AUTOTUNE if parallel else None)
+    if reader is not tokenizer:
+        # Calls into Python (our tokenizer's reader) side by side ran at one
+        # core's speed in most runs on 2 cores while tf.data's autotuning
+        # was on, and never with it off; parallel maps then run a call per
+        # core (docs/benchmarks.md, "Training input"). Datasets made from
+        # this one inherit the setting: `autotuned` turns it back on.
+        encoded = encoded.with_options(_autotune_options(False))
+    return encoded
+
+
+def autotuned(dataset):
+    """`dataset` with tf.data's autotuning on, whatever its inputs set:
+    for reading the cache of what `encode_pairs` tokenized in Python
+    (autotuning off) once the cache is full, so that no Python runs."""
+    return dataset.with_options(_autotune_options(True))
+
+
+def _autotune_options(enabled):
+    options = tf.data.Options()
+    options.autotune.enabled = enabled
+    return options
 
 
 ENCODE_BLOCK = 512

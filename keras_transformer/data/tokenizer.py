@@ -265,35 +265,33 @@ class Tokenizer(tf.Module):
         return self._sentencepiece.detokenize(tf.ragged.boolean_mask(ids, keep))
 
 
-def input_tokenizer(tokenizer, threads=1):
+def input_tokenizer(tokenizer):
     """What input pipelines (`data.encode_pairs`) tokenize with for
-    `tokenizer`: for ours the same ids, a batch at a time on `threads`
-    threads, at about twice tf-text's tokens a CPU second
-    (`_InputTokenizer`); an imported model's tokenizer as it is."""
-    return _InputTokenizer(tokenizer, threads) if isinstance(tokenizer, Tokenizer) else tokenizer
+    `tokenizer`: for ours the same ids at about twice tf-text's tokens a CPU
+    second (`_InputTokenizer`); an imported model's tokenizer as it is."""
+    return _InputTokenizer(tokenizer) if isinstance(tokenizer, Tokenizer) else tokenizer
 
 
 class _InputTokenizer:
     """`Tokenizer.tokenize` for input pipelines: a batch of strings goes
     through the `sentencepiece` package's own encoder (`python_tokenize`),
-    spread over `threads` threads; one string goes through tf-text's op.
+    one string through tf-text's op.
 
     Our own path rather than tf-text's op because it is faster: the same
     model gives the same ids (tested) at about twice the tokens a CPU second
-    on WMT-length text. The package spreads a batch over its own threads
-    (with the GIL released), one call at a time, because tf.data's calls
-    into Python side by side often ran at one core's speed on 2 cores (one
-    at a time still did now and then, less often). Training's first pass on
-    2 cores went from 0.33M to 0.52M target tokens a second, and
-    `prepare-data` 1.3x faster (docs/benchmarks.md, "Training input"). A
-    single string stays with tf-text: a `numpy_function` call costs more
-    than the op's whole work for one pair. A SavedModel holds tf-text's op,
-    never this."""
+    on WMT-length text, and the package releases the GIL while it encodes,
+    so tf.data's parallel calls run side by side. Training's first pass on 2
+    cores went from 0.33M to 0.54M target tokens a second, and `prepare-data`
+    1.3x faster (docs/benchmarks.md, "Training input"). Each call encodes on
+    its own thread (`num_threads=1`): tf.data, or a Beam worker's one
+    thread, decides how many run. A single string stays with tf-text: a
+    `numpy_function` call costs more than the op's whole work for one pair.
+    A SavedModel holds tf-text's op, never this."""
 
-    def __init__(self, tokenizer, threads):
+    def __init__(self, tokenizer):
         self._tokenizer = tokenizer
         processor = tokenizer._processor  # the same model: one file, one set of ids
-        self._encode = lambda texts: processor.encode(texts, num_threads=threads)
+        self._encode = lambda texts: processor.encode(texts, num_threads=1)
 
     def tokenize(self, texts):
         """Strings `(batch,)` -> ragged int32 ids `(batch, None)`; one string

@@ -297,15 +297,17 @@ def _train_from(options, backend, strategy, chief, config, corpus, tokenizer, st
             fixed_shapes=fixed_shapes), replicas)
     else:
         # The first pass (the length report's) tokenizes and fills the cache;
-        # training reads the cache. Blocks of pairs: see data.encode_blocks.
+        # training reads the cache, tf.data autotuned again (no tokenizing,
+        # so no Python: see data.encode_pairs). Blocks of pairs: see
+        # data.encode_blocks.
         pairs = data.repeat_full_sentences(corpus.pairs("train"), options.sentence_repeats)
         encoded = data.encode_blocks(pairs, tokenizer).cache()
         report = data.length_report(encoded, config.max_length)
-        train_batches = data.block_token_batches(
+        train_batches = data.autotuned(data.block_token_batches(
             encoded.repeat(), micro_batch_tokens, config.max_length, batch_multiple=replicas,
             shuffle_buffer=options.shuffle_buffer, seed=options.seed + start, pad_id=config.pad_id,
             fixed_shapes=fixed_shapes,
-        ).prefetch(tf.data.AUTOTUNE)
+        ).prefetch(tf.data.AUTOTUNE))
     print(f"Training data: {report}.")
     if options.sentence_repeats > 1:
         print(f"(Pairs whose source is a whole sentence are read {options.sentence_repeats} "
