@@ -224,7 +224,7 @@ def ding_work_folder(work, vocab_size=8000, shards=8):
     config.json, whose max_length prepare_data.py takes) and `prepared/`
     (Ding prepared with it by prepare_data.py, in this process). Needs
     Debian's trans-de-en. Returns `(tokenizer folder, prepared folder)`."""
-    from keras_transformer import data
+    from keras_transformer import data, run_folder
     from keras_transformer.models import SMALL
     from keras_transformer.pipelines.prepare_data import prepare_data
 
@@ -239,6 +239,6 @@ def ding_work_folder(work, vocab_size=8000, shards=8):
     prepared_dir = os.path.join(work, "prepared")
     if not os.path.exists(prepared_dir):
         print(f"Preparing Ding in {prepared_dir} ...", flush=True)
-        prepare_data(corpus, data.load_tokenizer(tokenizer_dir), prepared_dir, shards,
+        prepare_data(corpus, run_folder.load_tokenizer(tokenizer_dir), prepared_dir, shards,
                      SMALL.max_length)
     return tokenizer_dir, prepared_dir

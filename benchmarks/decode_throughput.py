@@ -111,7 +111,7 @@ def write_search(folder):
     import onnx
 
     import keras_transformer.models  # noqa: F401  (registers the model class)
-    from keras_transformer.export import onnx_beam_search
+    from keras_transformer.export.onnx import beam_search as onnx_beam_search
 
     model = keras.models.load_model(os.path.join(folder, "model.keras"), safe_mode=True)
     onnx.save(onnx_beam_search.search_model(model), os.path.join(folder, "search.onnx"))

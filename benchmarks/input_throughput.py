@@ -145,12 +145,12 @@ def main():
     parser.add_argument("--batches", type=int, default=20)
     args = parser.parse_args()
 
-    from keras_transformer import data
+    from keras_transformer import data, run_folder
     from keras_transformer.models import BASE
     from keras_transformer.pipelines.prepare_data import prepare_data
 
     tokenizer_dir, _ = ding_work_folder(args.work)
-    tokenizer = data.load_tokenizer(tokenizer_dir)
+    tokenizer = run_folder.load_tokenizer(tokenizer_dir)
     corpora = {"WMT-length": data.corpus(wmt_length_folder(args.work)),
                "Ding": data.corpus("ding")}
     rows = []

@@ -33,7 +33,7 @@ SavedModel's is its work on all of them). `--threads` (default: every
 core) goes to LiteRT, CTranslate2 and onnxruntime.
 """
 
-# Before TensorFlow (see keras_transformer/export/translate_onnx.py).
+# Before TensorFlow (see keras_transformer/runtimes/translate_onnx.py).
 import onnxruntime_extensions  # noqa: I001
 
 import argparse
@@ -100,8 +100,10 @@ def benchmark(args, folder):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the SavedModel's SentencePiece ops)
 
-    from keras_transformer.export import CTranslate2Translator, export_run, translate_litert
-    from keras_transformer.export.translate_onnx import translate as translate_onnx
+    from keras_transformer.export import export_run
+    from keras_transformer.runtimes import translate_litert
+    from keras_transformer.runtimes.ctranslate2_runner import CTranslate2Translator
+    from keras_transformer.runtimes.translate_onnx import translate as translate_onnx
 
     vocab = {"small": 8000, "base": 37000}[args.preset]
     run = os.path.join(folder, "run")

@@ -47,10 +47,10 @@ def main():
     args = parser.parse_args()
 
     tokenizer_dir, _ = ding_work_folder(args.work)
-    from keras_transformer import data
+    from keras_transformer import data, run_folder
     from keras_transformer.pipelines.prepare_data import prepare_data
 
-    tokenizer = data.load_tokenizer(tokenizer_dir)
+    tokenizer = run_folder.load_tokenizer(tokenizer_dir)
     corpora = {"tiny": data.corpus(_tiny_corpus(args.work)), "Ding": data.corpus("ding")}
     if args.copies:
         corpora[f"Ding x{args.copies}"] = _repeated_ding(args.work, args.copies)

@@ -176,7 +176,7 @@ def main():
     args = parser.parse_args()
 
     from keras_transformer.batch_defaults import share_cores
-    from keras_transformer.languages import languages as folder_languages
+    from keras_transformer.run_folder import languages as folder_languages
 
     languages = folder_languages(args.run_dir) or ("de", "en")
     sentences = ding_sentences(args.sentences)

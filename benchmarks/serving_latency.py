@@ -25,7 +25,7 @@ run in turns (one call of each, then again); onnxruntime without
 spin-waiting (see `common.onnxruntime_options`).
 """
 
-# Before TensorFlow (see keras_transformer/export/translate_onnx.py).
+# Before TensorFlow (see keras_transformer/runtimes/translate_onnx.py).
 import onnxruntime_extensions  # noqa: I001
 
 import argparse
@@ -64,15 +64,17 @@ def write_onnx(folder, schemes):
 
     import keras_transformer.models  # noqa: F401  (registers the model class)
     from keras_transformer.data import Tokenizer
-    from keras_transformer.export import onnx_graphs, onnx_int8, onnx_text
-    from keras_transformer.export.exporter import onnx_config
-    from keras_transformer.export.onnx_runner import CONFIG_FILE
+    from keras_transformer.export.onnx import graphs as onnx_graphs
+    from keras_transformer.export.onnx import int8 as onnx_int8
+    from keras_transformer.export.onnx import text as onnx_text
+    from keras_transformer.export.onnx.format import runner_config
+    from keras_transformer.runtimes.onnx_runner import CONFIG_FILE
 
     model = keras.models.load_model(os.path.join(folder, "model.keras"), safe_mode=True)
     tokenizer = Tokenizer(os.path.join(folder, "tokenizer.model"))
     onnx_graphs.export(model, os.path.join(folder, "onnx"))
     with open(os.path.join(folder, "onnx", CONFIG_FILE), "w") as file:
-        json.dump(onnx_config(model), file)
+        json.dump(runner_config(model), file)
     shutil.copytree(os.path.join(folder, "onnx"), os.path.join(folder, "onnx_int8"))
     for name in ("encoder", "decoder_step"):
         path = os.path.join(folder, "onnx_int8", f"{name}.onnx")
@@ -134,7 +136,9 @@ def benchmark(args, folder):
     import onnxruntime
     import tensorflow as tf
 
-    from keras_transformer.export import CTranslate2Translator, OnnxSearch, saved_model
+    from keras_transformer.export import saved_model
+    from keras_transformer.runtimes.ctranslate2_runner import CTranslate2Translator
+    from keras_transformer.runtimes.onnx_runner import OnnxSearch
     from keras_transformer.export.ctranslate2_model import save as save_ctranslate2
     from keras_transformer.models import PRESETS
 

@@ -102,10 +102,10 @@ def ding_sentences(count, path=None):
 
 def export_ctranslate2(run_dir, folder):
     """The run's model as a CTranslate2 float32 model in `folder`."""
-    from keras_transformer.decoding import load_model_and_tokenizer
+    from keras_transformer import run_folder
     from keras_transformer.export import ctranslate2_model
 
-    model, tokenizer = load_model_and_tokenizer(run_dir)
+    model, tokenizer = run_folder.load_model(run_dir), run_folder.load_tokenizer(run_dir)
     return ctranslate2_model.save(model, tokenizer, folder)
 
 

@@ -33,7 +33,7 @@ def keras_runs(run_dir):
 
 
 def ctranslate2_runs(export_dir):
-    from keras_transformer.export import CTranslate2Translator
+    from keras_transformer.runtimes.ctranslate2_runner import CTranslate2Translator
 
     folder = os.path.join(export_dir, "ctranslate2")
     for compute_type in ("float32", "int8"):
@@ -42,7 +42,7 @@ def ctranslate2_runs(export_dir):
 
 
 def onnx_runs(export_dir, int8_export_dir):
-    from keras_transformer.export import OnnxTranslator
+    from keras_transformer.runtimes.onnx_runner import OnnxTranslator
 
     for weights, folder in (("float32", export_dir), ("int8", int8_export_dir)):
         translator = OnnxTranslator(os.path.join(folder, "onnx"))

@@ -75,9 +75,9 @@ def widened(small):
 
 
 def main(run_dir, output_dir):
-    from keras_transformer.decoding.translator import load_model_and_tokenizer
+    from keras_transformer import run_folder
 
-    small, _ = load_model_and_tokenizer(run_dir)
+    small = run_folder.load_model(run_dir)
     os.makedirs(output_dir, exist_ok=True)
     for name in os.listdir(run_dir):
         if name.startswith("tokenizer."):

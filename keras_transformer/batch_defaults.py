@@ -16,9 +16,9 @@ DEFAULT_IN_FLIGHT = 2
 """Searches a `Translator` (and translate-corpus's SavedModel runtime,
 `pipelines.export_handler.ExportModelHandler`) runs at once, on threads:
 while one is in Python (between steps, or gathering and detokenizing a
-result) the other uses the cores. Measured on 2 cores with 2,000 Ding
-sentences (`benchmarks/translate_file.py --in-flight 1 2`): 1.2-1.5x the
-tokens a second of one."""
+result) the other uses the cores, so two give more tokens a second than one
+(`benchmarks/translate_file.py --in-flight 1 2`; docs/benchmarks-log.md,
+"Whole files")."""
 
 
 def share_cores(in_flight=DEFAULT_IN_FLIGHT):
@@ -30,11 +30,10 @@ def share_cores(in_flight=DEFAULT_IN_FLIGHT):
     Searches in flight already keep every core busy; each of their
     operations split over all the cores (TensorFlow's default) only adds
     hand-offs between threads, which cost most in a decoding step's small
-    matrices. Measured on 2 cores with 2,000 Ding sentences (the small
-    model, two searches in flight), one thread per operation gave 1.04-1.16x
-    the tokens a second of beam 4 and 1.12x of greedy search. Call it before
-    TensorFlow runs its first operation (the `translate` and `evaluate`
-    commands do); later it changes nothing.
+    matrices: with two searches in flight on 2 cores, one thread per
+    operation gave more tokens a second than all the cores, for beam and
+    greedy search alike. Call it before TensorFlow runs its first operation
+    (the `translate` and `evaluate` commands do); later it changes nothing.
 
     Raises:
         ValueError: `TF_NUM_INTRAOP_THREADS` is set to something other than
@@ -55,9 +54,9 @@ def default_batch_tokens(beam_size):
     """Source tokens per search, padding included, by beam size: 4,096 for
     greedy search, 2,048 for beam search (K rows a sentence). Chosen by
     measurement (`benchmarks/translate_file.py --batch-tokens 0 2048 4096`,
-    2,000 Ding sentences on 2 cores, with two searches in flight): beam 4
-    gained 1.1x from 1,024 to 2,048 tokens; greedy search lost 1.1-1.2x
-    from 4,096 to 2,048."""
+    with two searches in flight): beam 4 was faster with 2,048 tokens than
+    with 1,024, and greedy search slower with 2,048 than with 4,096
+    (docs/benchmarks-log.md, "Whole files")."""
     return 4096 if beam_size == 1 else 2048
 
 

@@ -1,5 +1,5 @@
-"""What every command (`examples/*.py`, `export/export_model.py`, the
-installed `keras-transformer`) does with bad input: a one-line error and
+"""What every command (the installed `keras-transformer`, and the scripts in
+`examples/` and `export/`) does with bad input: a one-line error and
 exit status 1 (argparse's usage errors: 2), warnings as one line each on
 standard error, and on Ctrl-C a one-line note and exit status 130. Plain
 Python: a command can check its arguments and files before it imports
@@ -14,6 +14,10 @@ import math
 import os
 import sys
 import warnings
+
+from keras_transformer import startup
+from keras_transformer.names import DECODING_PRECISIONS
+from keras_transformer.textfiles import describe_lines
 
 INTERRUPTED = "nothing was written; earlier output is unchanged"
 # The note of the commands that checkpoint as they go (train, demo).
@@ -48,8 +52,6 @@ def overlong_lines(name, numbers, limit, refuse):
     else warns that they were cut."""
     if not numbers:
         return
-    from keras_transformer.textfiles import describe_lines
-
     lines = f"{name}: {describe_lines(numbers)} exceeded the model's {limit} tokens"
     if refuse:
         raise ValueError(f"{lines}; shorten or split them, or leave out --overlong error to cut "
@@ -70,9 +72,7 @@ def use_tensorflow_backend():
             raise ValueError(f"this command runs on Keras' TensorFlow backend, and this process "
                              f"already runs Keras on {backend}; run it in its own process.")
         return
-    from keras_transformer.startup import keras_backend
-
-    chosen = keras_backend()
+    chosen = startup.keras_backend()
     os.environ["KERAS_BACKEND"] = "tensorflow"
     if chosen and chosen != "tensorflow":
         warn(f"this command runs on TensorFlow; the Keras backend {chosen} (KERAS_BACKEND or "
@@ -96,8 +96,6 @@ def run(main, interrupted=INTERRUPTED, name=None):
     its start-up lines).
     """
     global _program
-    from keras_transformer import startup
-
     warnings.showwarning = _show_warning
     _program = name
     try:
@@ -125,8 +123,6 @@ class _Verbose(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from keras_transformer import startup
-
         startup.verbose()
         setattr(namespace, self.dest, True)
 
@@ -189,26 +185,11 @@ def non_negative_float(text):
     return _number(float, 0.0, text, inclusive=True)
 
 
-# `models.DECODING_PRECISIONS`, spelled out so that parsing arguments does
-# not load Keras (a test checks that the two agree).
-PRECISIONS = ("float32", "bfloat16", "float16")
-
-
-# The names the training commands offer, spelled out for the same reason
-# (tests/test_installed_command.py checks them): `models.PRESETS`,
-# `training.PRECISIONS`, `training.STRATEGIES` (tf.distribute's) and
-# `training.backends.ALL_STRATEGIES` (those and JAX's).
-PRESETS = ("base", "big", "small")
-TRAINING_PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
-ALL_STRATEGIES = STRATEGIES + ("data-parallel",)
-
-
 def add_precision_argument(parser, help="decode in this precision (default: the model's "
                                          "own): bfloat16 is faster on CPUs with AVX-512 BF16 or "
                                          "AMX, float16 is for GPUs"):
     """`--precision` of the commands that decode (see `models.in_precision`)."""
-    parser.add_argument("--precision", choices=PRECISIONS, help=help)
+    parser.add_argument("--precision", choices=DECODING_PRECISIONS, help=help)
 
 
 def add_search_arguments(parser, beam_help="beam width; 1 is greedy search"):

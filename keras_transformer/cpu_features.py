@@ -5,8 +5,8 @@ TensorFlow 2.21 picks oneDNN's bfloat16 kernels from the CPU's flags
 (AVX-512), while `ONEDNN_MAX_CPU_ISA` caps the instructions oneDNN may use.
 Capped below AVX-512 on a CPU that has it (`ONEDNN_MAX_CPU_ISA=AVX2`, the
 setting that imitates an older CPU), the first bfloat16 matmul ends the
-process with a segmentation fault (measured on an AVX-512 BF16 EPYC:
-AVX512_CORE and higher caps run). A CPU without AVX-512 computes bfloat16
+process with a segmentation fault (it does on an AVX-512 BF16 EPYC, where
+caps of AVX512_CORE and higher run). A CPU without AVX-512 computes bfloat16
 with Eigen and does not crash; `TF_ENABLE_ONEDNN_OPTS=0` does the same on
 any CPU.
 """

@@ -8,17 +8,13 @@ computed.
 """
 
 import dataclasses
-import os
 
-import keras
 import sacrebleu
 
+from keras_transformer import data, run_folder
 from keras_transformer.data.sentences import is_full_sentence
-from keras_transformer.decoding import Translator
-from keras_transformer.decoding.keras_greedy import KerasGreedyTranslator
-from keras_transformer.decoding.translator import load_transformer
-from keras_transformer.models import TransformerConfig
-from keras_transformer.textfiles import clean_text, read_json, replace_file, replace_path
+from keras_transformer.names import LENGTH_PENALTIES
+from keras_transformer.textfiles import clean_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,20 +71,17 @@ def select_pairs(pairs, limit=None, only_sentences=False):
 def run_corpus(run_dir, dataset=None):
     """The `data.Corpus` a training run was trained on (or `dataset` in its
     languages), from its run.json: where its held-out pairs come from."""
-    from keras_transformer import data
-
-    path = os.path.join(run_dir, "run.json")
-    if not os.path.isfile(path):
-        raise ValueError(f"{path} does not exist, so the run's dataset is unknown (an imported "
-                         "model has none); give --source-file and --reference-file.")
+    options = run_folder.run_options(run_dir)
+    if options is None:
+        raise ValueError(f"{run_dir} holds no run.json, so the run's dataset is unknown (an "
+                         "imported model has none); give --source-file and --reference-file.")
     try:
-        options = read_json(path)["options"]
         return data.corpus(dataset or options["dataset"], options["source_language"],
                            options["target_language"], data_dir=options["data_dir"],
                            ding_path=options["ding_path"])
-    except (KeyError, TypeError):
-        raise ValueError(f"{path} does not hold a run's options; the file is damaged: give "
-                         "--source-file and --reference-file.") from None
+    except KeyError:
+        raise ValueError(f"{run_dir}'s run.json does not hold a run's options; the file is "
+                         "damaged: give --source-file and --reference-file.") from None
 
 
 def evaluate_pairs(translator, pairs, limit=None, only_sentences=False, progress=False):
@@ -109,16 +102,11 @@ def evaluate_pairs(translator, pairs, limit=None, only_sentences=False, progress
     return score(hypotheses, [r for _, r in kept]), rows
 
 
-LENGTH_PENALTIES = (0.6, 1.0, 1.5)
-"""The length penalties (GNMT alpha) `choose_length_penalty` tries: the
-paper's 0.6 and two that favour longer translations. Not higher: on the
-demo's models 2.0 and 3.0 lengthened translations further (chrF rewards
-recall) but garbled short sentences ("Guten Morgen!" -> "Don't let!")."""
-
-
-def choose_length_penalty(model, tokenizer, pairs, alphas=LENGTH_PENALTIES):
-    """The alpha of `alphas` whose beam search translations of `pairs` score
-    the highest chrF (the first of them on a tie), and `{alpha: Scores}`.
+def choose_length_penalty(translator, pairs, alphas=LENGTH_PENALTIES):
+    """The alpha of `alphas` whose translations of `pairs` by `translator`
+    (a `decoding.Translator`, whose `alpha` is set to each in turn and left
+    at the best) score the highest chrF (the first of them on a tie), and
+    `{alpha: Scores}`.
 
     The paper chose its alpha and beam size "after experimentation on the
     development set"; `pairs` should be held-out pairs apart from those
@@ -132,65 +120,9 @@ def choose_length_penalty(model, tokenizer, pairs, alphas=LENGTH_PENALTIES):
         raise ValueError("No held-out pairs to choose the length penalty on.")
     if not alphas or min(alphas) < 0:
         raise ValueError(f"alphas must be one or more values >= 0; got {alphas}.")
-    translator, scores = Translator(model, tokenizer), {}
+    scores = {}
     for alpha in alphas:
         translator.alpha = alpha
         scores[alpha], _ = evaluate_pairs(translator, kept)
-    return max(alphas, key=lambda alpha: scores[alpha].chrf), scores
-
-
-def set_length_penalty(run_dir, alpha):
-    """Makes `alpha` the run's length penalty: in config.json and in the
-    configs that averaged.keras and model.keras carry, which every
-    translator and export of the run reads (each file replaced whole)."""
-    config_path = os.path.join(run_dir, "config.json")
-    config = TransformerConfig.from_file(config_path).replace(length_penalty=alpha)
-    for name in ("averaged.keras", "model.keras"):
-        path = os.path.join(run_dir, name)
-        if os.path.isfile(path):
-            model = load_transformer(path)
-            model.config = model.config.replace(length_penalty=alpha)
-            with replace_path(path) as partial:
-                model.save(partial)
-    with replace_file(config_path) as file:
-        file.write(config.to_json())
-
-
-class BleuValidator:
-    """Translates fixed validation sentences and scores them; give it to
-    `Trainer.train(validators=[...])` to get `val_bleu` and `val_chrf` at the
-    end of every epoch.
-
-    On TensorFlow the `Translator` translates; on JAX and PyTorch, where the
-    model being trained lives, `decoding.keras_greedy` does, greedily (the
-    same translations as the `Translator`'s greedy search).
-
-    Args:
-        tokenizer: the run's tokenizer (see `keras_transformer.data.load_tokenizer`).
-        sources: a list of strings.
-        references: a list of strings, one per source.
-        beam_size: 1 (greedy) keeps validation fast; the paper's final
-            scores use 4 (TensorFlow only).
-        batch_tokens: see `Translator` (default: its default).
-    """
-
-    def __init__(self, tokenizer, sources, references, beam_size=1, batch_tokens=None):
-        if beam_size != 1 and keras.backend.backend() != "tensorflow":
-            raise ValueError(f"Validation with beam_size={beam_size} runs on TensorFlow; on "
-                             f"{keras.backend.backend()} it searches greedily (beam_size=1).")
-        self.tokenizer = tokenizer
-        self.sources = list(sources)
-        self.references = list(references)
-        self.beam_size = beam_size
-        self.batch_tokens = batch_tokens
-        self._translator = None
-
-    def __call__(self, model):
-        if self._translator is None or self._translator.model is not model:
-            if keras.backend.backend() == "tensorflow":
-                self._translator = Translator(model, self.tokenizer, beam_size=self.beam_size,
-                                              batch_tokens=self.batch_tokens)
-            else:
-                self._translator = KerasGreedyTranslator(model, self.tokenizer)
-        hypotheses = self._translator.translate(self.sources)
-        return score(hypotheses, self.references).as_dict(prefix="val_")
+    translator.alpha = max(alphas, key=lambda alpha: scores[alpha].chrf)
+    return translator.alpha, scores

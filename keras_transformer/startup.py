@@ -24,13 +24,13 @@ Without the optional modules. TensorFlow's import loads JAX (for its
 converter of JAX functions to TensorFlow Lite) and SciPy (for sparse inputs
 of its legacy Keras), and Keras' import loads Matplotlib (for its image
 galleries) and JAX (for its Orbax checkpoints), each only when installed
-and none of them used by a command: about a quarter of the CPU time of
-`import tensorflow` where all three are installed, and 2-4 CPU-s of a
-small `train` run's 20 (`train` imports Keras first;
-`benchmarks/translate_file.py` measures the start-up). While the first of
-TensorFlow and Keras is imported, those not imported yet are held back (as
-if not installed, which TensorFlow and Keras allow for); afterwards a
-command that wants one (Matplotlib for `visualize`) imports it as usual.
+and none of them used by a command: a good part of the CPU time of
+`import tensorflow` where all three are installed, and of a small `train`
+run's (`train` imports Keras first; `benchmarks/translate_file.py`
+measures the start-up). While the first of TensorFlow and Keras is
+imported, those not imported yet are held back (as if not installed,
+which TensorFlow and Keras allow for); afterwards a command that wants
+one (Matplotlib for `visualize`) imports it as usual.
 
 The same start serves `train` on JAX and PyTorch, which import TensorFlow
 for tf.data: where Keras runs on JAX (`keras_backend`), JAX and SciPy,

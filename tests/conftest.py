@@ -47,16 +47,26 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from keras_transformer.models import BASE  # noqa: E402
 
 
-HANDED_OUT_FIRST = ("test_resume.py", "test_learning.py", "test_distributed.py")
+HANDED_OUT_FIRST = ("test_resume.py", "test_learning.py", "test_distributed.py", "test_formats.py")
 """Files of a few tests that take minutes of CPU (training jobs in processes
-of their own): handed to the workers first (`pytest_collection_modifyitems`)."""
+of their own, in the quick tier the exports): handed to the workers first
+(`pytest_collection_modifyitems`)."""
+
+SLOW_FIXTURES = {"small_export", "small_ct2", "hf_models"}
+"""Shared fixtures that export a run or train Hugging Face models: a test
+that uses one is slow (`pytest_collection_modifyitems`)."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m "not slow"` deselects
 def pytest_collection_modifyitems(config, items):
-    """The test files in the order the workers take them (tools/run_tests.sh
-    gives pytest-xdist `--no-loadscope-reorder`): `HANDED_OUT_FIRST`, then
-    the files with most tests first, as pytest-xdist orders them. A file's
-    own tests keep their order."""
+    """Marks the tests that use `SLOW_FIXTURES` slow, and sorts the test
+    files in the order the workers take them (tools/run_tests.sh gives
+    pytest-xdist `--no-loadscope-reorder`): `HANDED_OUT_FIRST`, then the
+    files with most tests first, as pytest-xdist orders them. A file's own
+    tests keep their order."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
     counts = collections.Counter(item.path for item in items)
     items.sort(key=lambda item: (item.path.name not in HANDED_OUT_FIRST, -counts[item.path],
                                  str(item.path)))

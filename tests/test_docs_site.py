@@ -63,6 +63,7 @@ def test_readme_is_short_and_links_to_the_site_s_pages():
                               for h in headings], (page, anchor)
 
 
+@pytest.mark.slow
 def test_site_builds_strictly_with_every_page_and_image(site):
     for page in ["index.html", "changelog/index.html", "404.html",
                  *(f"api/{name.split('.')[1]}/index.html" for name in API)]:

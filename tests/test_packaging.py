@@ -19,6 +19,8 @@ import keras_transformer
 from helpers import processes
 from helpers.processes import ROOT
 
+pytestmark = pytest.mark.slow  # trains or runs jobs in processes of their own
+
 VERSION = keras_transformer.__version__
 
 

@@ -134,6 +134,7 @@ print(sorted(name for name in startup.HELD_BACK + ("tensorflow",) if name in sys
 """
 
 
+@pytest.mark.slow
 def test_a_command_that_imports_keras_first_holds_the_optional_modules_back_too():
     done = subprocess.run([sys.executable, "-c", TRAIN_START], capture_output=True, text=True,
                           env=processes.environment(KERAS_BACKEND="tensorflow"), check=True,
@@ -153,6 +154,7 @@ def test_keras_own_backend_needs_are_not_held_back(tmp_path, monkeypatch):
     assert startup.held_back_now() == startup.HELD_BACK
 
 
+@pytest.mark.slow
 def test_the_installed_command_prints_only_its_own_lines(small_run, tmp_path):
     """`keras-transformer translate RUN --input F` as a user runs it:
     TensorFlow starts in the process (imported, its search for GPUs done),

@@ -2,15 +2,27 @@
 # Runs the test suite from nothing: creates .venv, installs keras-transformer
 # with its test dependencies into it (with uv), then runs pytest: the main suite on
 # TensorFlow, and tests/backends (the layers and the model) once per Keras
-# backend, each in its own process with KERAS_BACKEND set. Extra arguments
-# are passed to every pytest run (`-k attention`); BACKENDS="jax" (or "",
-# for the main run alone, e.g. with a test file as argument) chooses the
-# backend runs. The main run spreads the test files over TEST_WORKERS
-# processes (pytest-xdist; default 2, the cores CI has; 0 runs in this
-# process); the backend runs go one after another beside it (see below).
-# Needs only Python 3.11 and pip.
+# backend, each in its own process with KERAS_BACKEND set.
+#
+#   bash tools/run_tests.sh              everything (what CI runs)
+#   bash tools/run_tests.sh --quick      the tests not marked slow: every module, in minutes
+#
+# Extra arguments are passed to every pytest run (`-k attention`);
+# BACKENDS="jax" (or "", for the main run alone, e.g. with a test file as
+# argument) chooses the backend runs. The main run spreads the test files
+# over TEST_WORKERS processes (pytest-xdist; default 2, the cores CI has; 0
+# runs in this process); the backend runs go one after another beside it
+# (see below). Needs only Python 3.11 and pip. docs/development.md says more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tier=()
+default_backends="jax torch tensorflow"
+if [[ "${1-}" == "--quick" ]]; then
+    shift
+    tier=(-m "not slow")
+    # The main run covers TensorFlow: the quick tier's backend runs are the others.
+    default_backends="jax torch"
+fi
 python3 -m venv .venv
 # uv installs the same requirements as pip in about 60% of pip's time (it
 # downloads and unpacks in parallel): minutes of the suite's budget on CI.
@@ -24,13 +36,12 @@ done
 .venv/bin/python -m uv pip install --quiet --python .venv/bin/python "${links[@]}" -e ".[test]"
 
 # Bytecode: every test process that found none would parse the sources it
-# imports anew (TensorFlow, JAX, PyTorch and transformers: 35 s of CPU a
-# process against 16 with bytecode). Compiling all of every package at
-# install (uv's --compile-bytecode) took 70 s on 2 cores, most of it for
-# modules no test imports. Instead, .venv (this script's own) writes the
-# bytecode of what is imported, when it is first imported, even where the
-# machine sets PYTHONDONTWRITEBYTECODE; two processes importing what nearly
-# every test process does write most of it first, in 26-33 s.
+# imports anew (TensorFlow, JAX, PyTorch and transformers: about twice the
+# CPU of a process with bytecode), and compiling all of every package at
+# install compiles much that no test imports. Instead, .venv (this script's
+# own) writes the bytecode of what is imported, when it is first imported,
+# even where the machine sets PYTHONDONTWRITEBYTECODE; two processes
+# importing what nearly every test process does write most of it first.
 unset PYTHONDONTWRITEBYTECODE
 .venv/bin/python -c "import keras_transformer.export.exporter, keras_transformer.training" \
     > /dev/null 2>&1 &
@@ -53,14 +64,11 @@ check() {
 # With the main run's workers and the backend runs beside them, PyTorch's
 # OpenMP threads (in the PyTorch backend run and in the processes the tests
 # start, which inherit this) would wait for work by spinning on cores that
-# other processes need: three processes of PyTorch tests on 2 cores ran 3x
-# faster with one thread each. TensorFlow's two thread pools (between
-# operations and within one) likewise: the tests' models are so small that
-# handing their operations between threads costs more than it spreads. With
-# one thread in each pool, the reverse-task test alone took 77 s against
-# 108 s (the same 0.999), five test files in two workers 266 s against
-# 296 s, and four export and training files, in turns twice, 275 and 312 s
-# against 360 and 364 s. A user's own setting is kept.
+# other processes need. TensorFlow's two thread pools (between operations
+# and within one) likewise: the tests' models are so small that handing
+# their operations between threads costs more than it spreads (measured:
+# docs/benchmarks-log.md, "The test suite's time"). A user's own setting is
+# kept.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS-1}
 export TF_NUM_INTEROP_THREADS=${TF_NUM_INTEROP_THREADS-1}
 export TF_NUM_INTRAOP_THREADS=${TF_NUM_INTRAOP_THREADS-1}
@@ -72,12 +80,12 @@ export TF_NUM_INTRAOP_THREADS=${TF_NUM_INTRAOP_THREADS-1}
 # waits for the last one of the other kind to end.
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-backends=(${BACKENDS-jax torch tensorflow})
+backends=(${BACKENDS-$default_backends})
 (
     for backend in "${backends[@]}"; do
         status=0
         env KERAS_BACKEND="$backend" .venv/bin/python -m pytest --numprocesses 0 tests/backends \
-            "$@" > "$logs/$backend" 2>&1 || status=$?
+            "${tier[@]}" "$@" > "$logs/$backend" 2>&1 || status=$?
         echo "$status" > "$logs/$backend.status"
     done
 ) &
@@ -87,16 +95,13 @@ backend_runs=$!
 # once. The workers take the files in the order tests/conftest.py gives
 # them (`pytest_collection_modifyitems`): most tests first, as
 # pytest-xdist's own order, except the few files of few but long tests,
-# which go first. In pytest-xdist's order they came last, and the run ended
-# with one of them on one core while the other had nothing left: the two
-# workers ended 36 s, 79 s and 164 s apart in three profiled clean clones
-# (test_resume.py then test_learning.py, 190 s, at the end of one worker),
-# 45 s apart in the order here. Two clones of the same afternoon: 1,549 s
-# in this order, 1,581 s in pytest-xdist's.
+# which go first, so that the run does not end with one of them on one core
+# while the other has nothing left.
 # --durations: where the suite's time goes, at the end of the log.
 status=0
 env KERAS_BACKEND=tensorflow .venv/bin/python -m pytest \
-    --numprocesses "${TEST_WORKERS-2}" --dist loadfile --no-loadscope-reorder --durations=25 "$@" || status=$?
+    --numprocesses "${TEST_WORKERS-2}" --dist loadfile --no-loadscope-reorder --durations=25 \
+    "${tier[@]}" "$@" || status=$?
 check $status
 
 wait $backend_runs

@@ -1,8 +1,8 @@
 """The whole job in one command: train, evaluate, export, translate, plot.
 
-    python examples/demo.py                      # Ding German-English, 15 minutes of training
-    python examples/demo.py --minutes 5 --output runs/quick
-    python examples/demo.py --preset base --dataset wmt14_translate/de-en \\
+    keras-transformer demo                      # Ding German-English, 15 minutes of training
+    keras-transformer demo --minutes 5 --output runs/quick
+    keras-transformer demo --preset base --dataset wmt14_translate/de-en \\
         --source-language en --target-language de --strategy mirrored --minutes 0
 
 Stages, each reporting its progress:
@@ -28,16 +28,14 @@ import subprocess
 import sys
 import time
 
-from keras_transformer import cli, textfiles
+from keras_transformer import cli, cpu_features, run_folder, textfiles
+from keras_transformer.names import LENGTH_PENALTIES, MIN_UPDATES, PRESETS, STRATEGIES, WIDTHS
+from keras_transformer.run_folder import RunOptions
 
 cli.use_tensorflow_backend()
 
-# `evaluation.LENGTH_PENALTIES`, `training.sizing.WIDTHS` and `MIN_UPDATES`,
-# spelled out so that parsing the command line (and --help) imports neither
-# Keras nor TensorFlow; tests/test_installed_command.py checks that they agree.
-LENGTH_PENALTIES = (0.6, 1.0, 1.5)
-WIDTHS = (256, 192, 128)
-MIN_UPDATES = 3000
+# The stages import the TensorFlow side of the package inside their
+# functions: --help and a bad option answer before TensorFlow loads.
 
 GERMAN = [
     "Guten Morgen!",
@@ -59,11 +57,9 @@ def default_precision():
     AMX; `cpu_features.native_bfloat16`), else float32."""
     import tensorflow as tf
 
-    from keras_transformer.cpu_features import native_bfloat16
-
     if tf.config.list_physical_devices("GPU"):
         return "mixed_float16"
-    return "mixed_bfloat16" if native_bfloat16() else "float32"
+    return "mixed_bfloat16" if cpu_features.native_bfloat16() else "float32"
 
 
 def parser():
@@ -73,7 +69,7 @@ def parser():
     p.add_argument("--minutes", type=cli.non_negative_float, default=15.0,
                    help="training time budget; 0 trains for the preset's train_steps")
     p.add_argument("--steps", type=cli.positive_int, help="at most this many updates")
-    p.add_argument("--preset", choices=cli.PRESETS, default="small")
+    p.add_argument("--preset", choices=PRESETS, default="small")
     p.add_argument("--width", choices=["auto"] + [str(w) for w in WIDTHS], default="auto",
                    help="the model's d_model (d_ff is four times it); auto: for the small "
                         "preset with a time budget, the widest that makes about "
@@ -90,7 +86,7 @@ def parser():
     p.add_argument("--alpha", type=cli.non_negative_float,
                    help="the length penalty (default: the best of "
                         f"{', '.join(map(str, LENGTH_PENALTIES))} on validation sentences)")
-    p.add_argument("--strategy", choices=cli.STRATEGIES, default="default")
+    p.add_argument("--strategy", choices=STRATEGIES, default="default")
     p.add_argument("--precision", default="auto",
                    help="float32, mixed_float16, mixed_bfloat16 or auto")
     p.add_argument("--test-sentences", type=cli.positive_int, default=500,
@@ -107,29 +103,28 @@ def width(args, precision):
     whose measured update time here predicts `sizing.MIN_UPDATES` updates
     in the budget (so a slower CPU trains a narrower model that still makes
     enough updates); else the preset's."""
-    from keras_transformer.models import PRESETS, TransformerConfig
+    from keras_transformer import models
     from keras_transformer.training.sizing import choose_width
 
-    saved = os.path.join(args.output, "config.json")
     if args.width != "auto":
         return int(args.width)  # a resumed run of another width refuses it in one line
-    if os.path.isfile(saved):
-        return TransformerConfig.from_file(saved).d_model
+    if run_folder.has_config(args.output):
+        return run_folder.load_config(args.output, option="--output").d_model
     if args.preset != "small" or not args.minutes:
-        return PRESETS[args.preset].d_model
+        return models.PRESETS[args.preset].d_model
     print("Timing an update of each model width on this machine ...", flush=True)
-    chosen, _ = choose_width(PRESETS[args.preset], args.vocab_size, args.minutes * 60,
+    chosen, _ = choose_width(models.PRESETS[args.preset], args.vocab_size, args.minutes * 60,
                              precision)
     return chosen
 
 
 def train(args):
-    from keras_transformer.models import PRESETS
-    from keras_transformer.training.run import RunOptions, run_training
+    from keras_transformer import models
+    from keras_transformer.training.run import run_training
 
     precision = default_precision() if args.precision == "auto" else args.precision
     d_model = width(args, precision)
-    preset = PRESETS[args.preset]
+    preset = models.PRESETS[args.preset]
     options = RunOptions(
         output_dir=args.output, dataset=args.dataset, source_language=args.source_language,
         target_language=args.target_language, data_dir=args.data_dir, preset=args.preset,
@@ -152,19 +147,19 @@ def length_penalty(args, corpus):
     """`--alpha`, else the best on the validation whole sentences (those the
     scores use too), made the run's for every later stage; returns it and
     the validation chrF of each tried (None with --alpha)."""
-    from keras_transformer.decoding import load_model_and_tokenizer
-    from keras_transformer.evaluation import choose_length_penalty, select_pairs, set_length_penalty
+    from keras_transformer.decoding import Translator
+    from keras_transformer.evaluation import choose_length_penalty, select_pairs
 
     if args.alpha is not None:
-        set_length_penalty(args.output, args.alpha)
+        run_folder.set_length_penalty(args.output, args.alpha)
         return args.alpha, None
     print("Choosing the length penalty on validation sentences ...", flush=True)
     pairs = select_pairs(corpus.pairs("validation").as_numpy_iterator(),
                          limit=args.test_sentences, only_sentences=True)
-    alpha, scores = choose_length_penalty(*load_model_and_tokenizer(args.output), pairs)
+    alpha, scores = choose_length_penalty(Translator.from_directory(args.output), pairs)
     chrf = {a: round(s.chrf, 2) for a, s in scores.items()}
     print(f"Validation chrF by length penalty: {chrf}; the run decodes with {alpha}.")
-    set_length_penalty(args.output, alpha)
+    run_folder.set_length_penalty(args.output, alpha)
     return alpha, chrf
 
 
@@ -207,15 +202,16 @@ print(json.dumps([t.decode() for t in out["translations"].numpy()]))
 
 
 def translate_exports(export_dir):
-    from keras_transformer.export import OnnxTranslator
+    from keras_transformer.runtimes.onnx_runner import OnnxTranslator
 
     # The SavedModel in a separate process that imports only TensorFlow and
     # TF Text, as a server would.
     served = subprocess.run(
-        [sys.executable, "-c", SAVED_MODEL_PROCESS, os.path.join(export_dir, "saved_model"),
-         json.dumps(GERMAN)], capture_output=True, text=True, check=True)
+        [sys.executable, "-c", SAVED_MODEL_PROCESS,
+         run_folder.export_part(export_dir, "saved_model"), json.dumps(GERMAN)],
+        capture_output=True, text=True, check=True)
     saved_model = json.loads(served.stdout.strip().splitlines()[-1])
-    onnx = OnnxTranslator(os.path.join(export_dir, "onnx")).translate(GERMAN)
+    onnx = OnnxTranslator(run_folder.export_part(export_dir, "onnx")).translate(GERMAN)
     width = max(len(s) for s in GERMAN)
     print(f"{'German':{width}s} | {'SavedModel':30s} | onnxruntime")
     for german, a, b in zip(GERMAN, saved_model, onnx):
@@ -226,10 +222,11 @@ def translate_exports(export_dir):
 def plot(args):
     from keras_transformer.decoding import Translator
     from keras_transformer.plots import plot_attention, plot_training_curves
+    from keras_transformer.training.loop import METRICS_FILE
 
     folder = os.path.join(args.output, "plots")
     os.makedirs(folder, exist_ok=True)
-    paths = [plot_training_curves(os.path.join(args.output, "logs", "metrics.jsonl"),
+    paths = [plot_training_curves(os.path.join(run_folder.logs_dir(args.output), METRICS_FILE),
                                   os.path.join(folder, "training_curves.png"))]
     translator = Translator.from_directory(args.output)
     sentence = "Ich habe keine Zeit."

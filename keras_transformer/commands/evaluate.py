@@ -1,9 +1,9 @@
 """Scores a trained model with sacreBLEU (BLEU and chrF, with signatures) on a
 dataset split or on a pair of files.
 
-    python examples/evaluate.py runs/ding --split test --limit 1000
-    python examples/evaluate.py runs/ding --split test --only-sentences
-    python examples/evaluate.py runs/ding --source-file src.de --reference-file ref.en
+    keras-transformer evaluate runs/ding --split test --limit 1000
+    keras-transformer evaluate runs/ding --split test --only-sentences
+    keras-transformer evaluate runs/ding --source-file src.de --reference-file ref.en
 
 Decodes with the model's settings by default (averaged checkpoints; the
 paper's beam 4, alpha 0.6 unless the run chose another, as the demo does,
@@ -19,10 +19,10 @@ import itertools
 import warnings
 
 from keras_transformer import cli, textfiles
+from keras_transformer.batch_defaults import share_cores
+from keras_transformer.names import OVERLONG
 
 cli.use_tensorflow_backend()
-
-from keras_transformer.batch_defaults import share_cores  # noqa: E402
 
 
 def read_parallel_files(source_file, reference_file):
@@ -59,7 +59,7 @@ def main():
                         help="source tokens per batch, padding included (default: 2048 for "
                              "beam search, 4096 for greedy)")
     cli.add_precision_argument(parser)
-    parser.add_argument("--overlong", choices=("truncate", "error"), default="truncate",
+    parser.add_argument("--overlong", choices=OVERLONG, default="truncate",
                         help="source lines longer than the model accepts (files only)")
     parser.add_argument("--show", type=cli.non_negative_int, default=5,
                         help="print this many sample translations")
@@ -73,9 +73,9 @@ def main():
         sources, pairs = read_parallel_files(args.source_file, args.reference_file)
 
     share_cores()
+    # After parsing: the TensorFlow side loads once the options are known good.
     from keras_transformer import data
     from keras_transformer.decoding import Translator
-    from keras_transformer.decoding.translator import max_source_tokens
     from keras_transformer.evaluation import evaluate_pairs, run_corpus
 
     if args.split not in data.corpora.SPLITS:
@@ -94,7 +94,7 @@ def main():
         if sources is not None:
             too_long = translator.too_long([source for source, _ in pairs])
             cli.overlong_lines(sources.name, [lines[i] for i in too_long],
-                               max_source_tokens(translator.model), args.overlong == "error")
+                               translator.model.config.max_source_tokens, args.overlong == "error")
             warnings.simplefilter("ignore", textfiles.TruncationWarning)  # named by line
             scores, rows = evaluate_pairs(translator, pairs, progress=True)
         else:

@@ -1,12 +1,12 @@
 """Exports a trained run to serving formats and checks them.
 
-    python export/export_model.py runs/ding --output exports/ding
-    python export/export_model.py runs/ding --output exports/ding --formats onnx \\
+    keras-transformer export runs/ding --output exports/ding
+    keras-transformer export runs/ding --output exports/ding --formats onnx \\
         --checkpoint runs/ding/checkpoints/ckpt-4000
-    python export/export_model.py runs/ding --output exports/ding-int8 --quantization int8
-    python export/export_model.py runs/ding --output exports/ding-ct2 \\
+    keras-transformer export runs/ding --output exports/ding-int8 --quantization int8
+    keras-transformer export runs/ding --output exports/ding-ct2 \\
         --formats ctranslate2 --quantization int8
-    python export/export_model.py runs/ding --output exports/ding-litert --formats litert
+    keras-transformer export runs/ding --output exports/ding-litert --formats litert
 
 Writes model.keras, saved_model/ (text in, text out; needs TF Text's ops),
 saved_model_core/ (token ids in and out, core TF ops only), onnx/ (forward,
@@ -29,20 +29,15 @@ import argparse
 import json
 
 from keras_transformer import cli, textfiles
+from keras_transformer.names import DEFAULT_FORMATS, FORMATS, QUANTIZATIONS
 
 cli.use_tensorflow_backend()
-
-from keras_transformer.export.formats import (  # noqa: E402
-    DEFAULT_FORMATS,
-    FORMATS,
-    QUANTIZATIONS,
-)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=cli.HelpFormatter)
-    parser.add_argument("run_dir", help="a training output folder")
+    parser.add_argument("run_dir", help="a run folder (a training run, or an imported model)")
     parser.add_argument("--output", required=True, help="export folder to create")
     parser.add_argument("--formats", nargs="+", choices=FORMATS, default=list(DEFAULT_FORMATS),
                         help=f"default: {' '.join(DEFAULT_FORMATS)}")
@@ -58,6 +53,7 @@ def main():
     cli.add_verbose_argument(parser)
     args = parser.parse_args()
     textfiles.check_output(args.output, args.overwrite, folder=True)
+    # After parsing: the TensorFlow side loads once the options are known good.
     from keras_transformer.export import export_run
 
     report = export_run(args.run_dir, args.output, formats=args.formats,

@@ -1,15 +1,15 @@
 """Imports a pretrained translation model into a run folder.
 
-    python examples/import_pretrained.py hf://Helsinki-NLP/opus-mt-de-en --output runs/opus-de-en
-    python examples/import_pretrained.py hf://facebook/wmt19-de-en --output runs/wmt19-de-en
-    python examples/import_pretrained.py path/to/folder --output runs/local
+    keras-transformer import hf://Helsinki-NLP/opus-mt-de-en --output runs/opus-de-en
+    keras-transformer import hf://facebook/wmt19-de-en --output runs/wmt19-de-en
+    keras-transformer import path/to/folder --output runs/local
 
 SOURCE is a Hugging Face Hub id (downloaded with huggingface_hub) or a local
 folder: a Hugging Face Marian (OPUS-MT) or FSMT (fairseq WMT19) folder, or
 Marian's own release files (decoder.yml, *.npz, *.vocab.yml, *.spm). The run
-folder (config.json, tokenizer files, averaged.keras, pretrained.json) works
-with translate.py, evaluate.py, visualize_attention.py, export_model.py and
-train.py --init-from. It is written whole or not at all.
+folder (`run_folder`: config.json, tokenizer files, averaged.keras,
+pretrained.json) works with translate, evaluate, visualize, export and train
+--init-from. It is written whole or not at all.
 """
 
 import argparse
@@ -17,8 +17,6 @@ import argparse
 from keras_transformer import cli, textfiles
 
 cli.use_tensorflow_backend()
-
-from keras_transformer.pretrained import from_preset, save_run  # noqa: E402
 
 
 def main(argv=None):
@@ -33,6 +31,8 @@ def main(argv=None):
     cli.add_verbose_argument(p)
     args = p.parse_args(argv)
     textfiles.check_output(args.output, args.overwrite, folder=True)  # before the download
+    from keras_transformer.pretrained import from_preset, save_run  # after parsing: TensorFlow
+
     model, tokenizer = from_preset(args.source, allow_pytorch_pickle=args.allow_pytorch_pickle)
     save_run(model, tokenizer, args.output, source=args.source, overwrite=args.overwrite)
     config = model.config

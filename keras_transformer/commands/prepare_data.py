@@ -1,11 +1,11 @@
 """Tokenizes a corpus once into TFRecord shards for train.py (Apache Beam).
 
-    python examples/prepare_data.py --dataset ding --tokenizer runs/ding \\
+    keras-transformer prepare-data --dataset ding --tokenizer runs/ding \\
         --output data/ding-prepared --shards 8
-    python examples/train.py --output runs/ding-2 --dataset prepared:data/ding-prepared
+    keras-transformer train --output runs/ding-2 --dataset prepared:data/ding-prepared
 
     # two local worker processes
-    python examples/prepare_data.py ... --direct_running_mode=multi_processing \\
+    keras-transformer prepare-data ... --direct_running_mode=multi_processing \\
         --direct_num_workers=2
 
 The tokenizer is a training run's or an imported model's (--tokenizer), or a
@@ -18,10 +18,9 @@ otherwise. A local --output appears whole, only when the job succeeds.
 """
 
 import argparse
-import os
 
-from keras_transformer import cli
-from keras_transformer.sentencepiece_proto import TOKENIZER_TYPES
+from keras_transformer import cli, run_folder
+from keras_transformer.names import DING_PATH, TOKENIZER_TYPES
 
 cli.use_tensorflow_backend()
 
@@ -65,6 +64,7 @@ def main(argv=None):
     if args.tokenizer and args.tokenizer_type:
         p.error("--tokenizer-type is for a model trained with --vocab-size; the --tokenizer "
                 "run's own model is used as it is.")
+    # After parsing: the TensorFlow side loads once the options are known good.
     from keras_transformer.pipelines.runner import check_output_folder, pipeline_options
     from keras_transformer.data.prepared import INFO_FILE
 
@@ -72,17 +72,15 @@ def main(argv=None):
     check_output_folder(args.output, args.overwrite, INFO_FILE)
 
     from keras_transformer import data
-    from keras_transformer.models import TransformerConfig
     from keras_transformer.pipelines.prepare_data import prepare_data
 
     corpus = data.corpus(args.dataset, args.source_language, args.target_language,
-                         data_dir=args.data_dir, ding_path=args.ding_path or data.ding.DEFAULT_PATH)
+                         data_dir=args.data_dir, ding_path=args.ding_path or DING_PATH)
     max_length = args.max_length
     if args.tokenizer:
-        tokenizer = data.load_tokenizer(args.tokenizer)
-        config = os.path.join(args.tokenizer, "config.json")
-        if max_length is None and os.path.isfile(config):
-            max_length = TransformerConfig.from_file(config).max_length
+        tokenizer = run_folder.load_tokenizer(args.tokenizer)
+        if max_length is None and run_folder.has_config(args.tokenizer):
+            max_length = run_folder.load_config(args.tokenizer, option="--tokenizer").max_length
     if max_length is None:
         raise ValueError("Give --max-length (the presets': small 64, base and big 256), or a "
                          "--tokenizer run whose config.json has it.")

@@ -27,12 +27,10 @@ import ipaddress
 import signal
 import socket
 
-from keras_transformer import cli
+from keras_transformer import cli, run_folder, runtimes
+from keras_transformer.batch_defaults import default_batch_tokens, share_cores
 
 cli.use_tensorflow_backend()
-
-from keras_transformer import runtimes  # noqa: E402
-from keras_transformer.languages import languages  # noqa: E402
 
 
 INTERRUPTED = "the server stopped after answering the requests in flight"
@@ -115,7 +113,7 @@ def main():
     runtimes.check_runtime(args.model, runtime_name, decoding)
     pair = (args.source_language, args.target_language)
     if not all(pair):
-        known = languages(args.model) or (None, None)
+        known = run_folder.languages(args.model) or (None, None)
         pair = tuple(given or found for given, found in zip(pair, known))
     if not all(pair):
         raise ValueError(f"{args.model} does not say which languages it translates; give "
@@ -123,15 +121,13 @@ def main():
     if not check_address(args.host, args.port) and keys is None:
         cli.warn(f"listening on {args.host}, which other machines may reach, without "
                  "--api-keys: anyone who reaches it can use the model.")
-    try:
+    try:  # the serve extra's packages, imported where missing ones get their one line
         import uvicorn
 
         from keras_transformer.serving import Settings, create_app
     except ImportError as error:
         raise ImportError(f"serve needs {error.name}: pip install "
                           "\"keras-transformer[serve]\"") from None
-    from keras_transformer.batch_defaults import default_batch_tokens, share_cores
-
     share_cores(args.workers)
     runtime = runtimes.open_runtime(args.model, runtime_name, decoding, args.threads,
                                     in_flight=1)

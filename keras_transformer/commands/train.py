@@ -1,23 +1,23 @@
 """Trains a Transformer translation model.
 
-    python examples/train.py --output runs/ding --preset small --dataset ding \\
+    keras-transformer train --output runs/ding --preset small --dataset ding \\
         --time-budget-minutes 15
 
-    python examples/train.py --output runs/wmt-base --preset base \\
+    keras-transformer train --output runs/wmt-base --preset base \\
         --dataset wmt14_translate/de-en --source-language en --target-language de \\
         --strategy mirrored --precision mixed_float16
 
-    python examples/train.py --output runs/opus-finetuned --init-from runs/opus-de-en \\
+    keras-transformer train --output runs/opus-finetuned --init-from runs/opus-de-en \\
         --dataset ding --steps 2000 --batch-tokens 4096
 
-    KERAS_BACKEND=jax python examples/train.py --output runs/wmt-base --preset base \\
+    KERAS_BACKEND=jax keras-transformer train --output runs/wmt-base --preset base \\
         --dataset wmt14_translate/de-en --source-language en --target-language de \\
         --strategy data-parallel --precision mixed_bfloat16
 
 Writes the tokenizer, checkpoints, TensorBoard logs, model.keras and
-averaged.keras to --output (see keras_transformer/training/run.py). Run the
+averaged.keras to --output (see keras_transformer/run_folder.py). Run the
 same command again to resume a stopped run. --init-from fine-tunes an earlier
-run or an imported pretrained model (examples/import_pretrained.py): its
+run or an imported pretrained model (keras-transformer import): its
 weights, tokenizer and config, with a short warmup to a low peak learning
 rate (keras_transformer.training.fine_tuning_recipe). The Keras backend
 (KERAS_BACKEND, else ~/.keras/keras.json) trains: TensorFlow, JAX or PyTorch
@@ -26,16 +26,13 @@ rate (keras_transformer.training.fine_tuning_recipe). The Keras backend
 
 import argparse
 
+import dataclasses
+
 from keras_transformer import cli
+from keras_transformer.names import ALL_STRATEGIES, PRESETS, TOKENIZER_TYPES, TRAINING_PRECISIONS
+from keras_transformer.run_folder import RunOptions
 
-from keras_transformer.sentencepiece_proto import TOKENIZER_TYPES
-
-# `training.run.RunOptions`' defaults, spelled out so that parsing the
-# command line (and --help) imports neither Keras nor TensorFlow;
-# tests/test_installed_command.py checks that they agree.
-DEFAULTS = dict(dataset="ding", ding_path="/usr/share/trans/de-en", vocab_size=8000,
-                tokenizer_type="bpe", sentence_repeats=1, preset="small",
-                checkpoint_every_steps=500, eval_every_steps=500, bleu_sentences=200, seed=1234)
+DEFAULTS = {field.name: field.default for field in dataclasses.fields(RunOptions)}
 
 
 def parser():
@@ -60,7 +57,7 @@ def parser():
                       help="read each pair whose source is a whole sentence (4+ words ending "
                            "in . ? or !) this many times per pass")
     model = p.add_argument_group("model and recipe")
-    model.add_argument("--preset", choices=cli.PRESETS, default=DEFAULTS["preset"])
+    model.add_argument("--preset", choices=PRESETS, default=DEFAULTS["preset"])
     model.add_argument("--init-from", metavar="RUN",
                        help="fine-tune the model of this run or imported folder (replaces "
                             "--preset and --vocab-size)")
@@ -75,11 +72,12 @@ def parser():
     model.add_argument("--accumulate", type=cli.positive_int, default=1,
                        help="micro-batches per update (gradient accumulation)")
     hardware = p.add_argument_group("hardware")
-    hardware.add_argument("--strategy", choices=cli.ALL_STRATEGIES, default="default",
+    hardware.add_argument("--strategy", choices=ALL_STRATEGIES, default=DEFAULTS["strategy"],
                           help="mirrored, multi_worker, tpu: TensorFlow's tf.distribute; "
                                "data-parallel: keras.distribution on JAX (every local device, "
                                "or every host's with KERAS_DISTRIBUTION_* set)")
-    hardware.add_argument("--precision", choices=cli.TRAINING_PRECISIONS, default="float32")
+    hardware.add_argument("--precision", choices=TRAINING_PRECISIONS,
+                          default=DEFAULTS["precision"])
     hardware.add_argument("--xla", action="store_true",
                           help="compile the training step with XLA (TensorFlow; JAX always does)")
     logging = p.add_argument_group("checkpoints and logs")
@@ -99,8 +97,7 @@ def parser():
 
 
 def options_from(args):
-    from keras_transformer.models import TransformerConfig
-    from keras_transformer.training.run import RunOptions
+    from keras_transformer.models import TransformerConfig  # after parsing: Keras
 
     return RunOptions(
         output_dir=args.output, init_from=args.init_from, dataset=args.dataset, source_language=args.source_language,

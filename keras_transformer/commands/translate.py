@@ -1,7 +1,7 @@
 """Translates sentences, one a line, from standard input or a file.
 
-    echo "Guten Morgen!" | python examples/translate.py runs/ding
-    python examples/translate.py runs/ding --input de.txt --output en.txt --beam-size 4
+    echo "Guten Morgen!" | keras-transformer translate runs/ding
+    keras-transformer translate runs/ding --input de.txt --output en.txt --beam-size 4
 
 Defaults are the model's, the paper's unless its run chose otherwise (the
 demo chooses the length penalty): beam 4, length penalty 0.6, output up to
@@ -22,19 +22,19 @@ shows on standard error when it is a terminal.
 
 --runtime translates an export (keras-transformer export) with one of its
 formats, as serve does: saved_model, ctranslate2, onnx or litert
-(keras_transformer/runtimes.py says what each needs).
+(keras_transformer/runtimes says what each needs).
 
-    python examples/translate.py exports/ding --runtime litert --input de.txt
+    keras-transformer translate exports/ding --runtime litert --input de.txt
 """
 
 import argparse
 import itertools
 
-from keras_transformer import cli, textfiles
+from keras_transformer import cli, runtimes, textfiles
+from keras_transformer.batch_defaults import DEFAULT_WINDOW, share_cores
+from keras_transformer.names import OVERLONG, RUNTIMES
 
 cli.use_tensorflow_backend()
-
-from keras_transformer.batch_defaults import DEFAULT_WINDOW, share_cores  # noqa: E402
 
 
 def windows(lines, size):
@@ -50,11 +50,9 @@ def windows(lines, size):
 def refuse_overlong_lines(translator, source, lines, window):
     """--overlong error: every line is measured before any is translated;
     an error names the lines longer than the model accepts."""
-    from keras_transformer.decoding.translator import max_source_tokens
-
     too_long = [start + i + 1 for start, chunk in windows(lines, window)
                 for i in translator.too_long(chunk)]
-    cli.overlong_lines(source, too_long, max_source_tokens(translator.model), refuse=True)
+    cli.overlong_lines(source, too_long, translator.model.config.max_source_tokens, refuse=True)
 
 
 def n_best_line(hypotheses):
@@ -66,8 +64,6 @@ def n_best_line(hypotheses):
 def translate_with_runtime(args, source, lines):
     """Translates the lines with an export's runtime (`--runtime`), window
     by window as the Translator does (`runtimes.translate_sorted`)."""
-    from keras_transformer import runtimes
-
     decoding = runtimes.Decoding(args.beam_size, args.alpha, args.decode_margin,
                                  args.sampling_topk, args.sampling_temperature, args.seed)
     runtime = runtimes.open_runtime(args.run_dir, args.runtime, decoding, args.threads)
@@ -115,12 +111,10 @@ def main():
     parser.add_argument("--window", type=cli.positive_int, default=DEFAULT_WINDOW,
                         help="lines read ahead and sorted together")
     cli.add_precision_argument(parser)
-    parser.add_argument("--overlong", choices=("truncate", "error"), default="truncate",
+    parser.add_argument("--overlong", choices=OVERLONG, default="truncate",
                         help="lines longer than the model accepts: cut them (with a warning "
                              "naming them) or stop before translating")
     cli.add_sampling_arguments(parser)
-    from keras_transformer.runtimes import RUNTIMES
-
     parser.add_argument("--runtime", choices=RUNTIMES,
                         help="translate an export with this runtime (default: keras, the "
                              "Translator on the folder's .keras model)")
@@ -157,6 +151,7 @@ def main():
         translate_with_runtime(args, source, lines)
         return
     share_cores()
+    # After parsing: the TensorFlow side loads once the options are known good.
     from keras_transformer.decoding import Sampling, Translator
 
     sampling = None if args.sampling_topk is None else Sampling(

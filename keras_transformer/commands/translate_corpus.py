@@ -1,11 +1,11 @@
 """Translates many text files with an export or a run, on Apache Beam (back-translation).
 
-    python export/export_model.py runs/en-de --output exports/en-de
-    python examples/translate_corpus.py exports/en-de --input 'mono/news.*.en' \\
+    keras-transformer export runs/en-de --output exports/en-de
+    keras-transformer translate-corpus exports/en-de --input 'mono/news.*.en' \\
         --output bt/news --parallel-corpus
 
     # CTranslate2, two local worker processes
-    python examples/translate_corpus.py exports/en-de --input 'mono/*.en' --output bt/news \\
+    keras-transformer translate-corpus exports/en-de --input 'mono/*.en' --output bt/news \\
         --runtime ctranslate2 --direct_running_mode=multi_processing --direct_num_workers=2
 
 Writes translations-*.jsonl (one {"file", "line", "translation"} record an
@@ -26,10 +26,11 @@ know are Apache Beam pipeline options (--runner, --project, ...).
 import argparse
 
 from keras_transformer import cli
+from keras_transformer.names import RUNTIMES
+from keras_transformer.runtimes import Decoding
+from keras_transformer.textfiles import Lines
 
 cli.use_tensorflow_backend()
-
-from keras_transformer.runtimes import RUNTIMES  # noqa: E402
 
 
 def parser():
@@ -67,12 +68,11 @@ def main(argv=None):
     p = parser()
     args, beam_args = p.parse_known_args(argv)
     cli.check_sampling(p, args)
+    # After parsing: Apache Beam and TensorFlow load once the options are known good.
     from keras_transformer.pipelines.runner import pipeline_options
 
     pipeline_options(beam_args)  # a misspelt option stops here, before any work
     from keras_transformer.pipelines.translate_corpus import translate_corpus
-    from keras_transformer.runtimes import Decoding
-    from keras_transformer.textfiles import Lines
 
     manifest = translate_corpus(
         args.export_dir, args.input, args.output, runtime=args.runtime,

@@ -2,7 +2,7 @@
 paper's appendix: encoder self-attention, decoder self-attention and
 encoder-decoder attention of one layer, a column per head.
 
-    python examples/visualize_attention.py runs/ding "Ich habe keine Zeit." \\
+    keras-transformer visualize runs/ding "Ich habe keine Zeit." \\
         --layer 3 --heads 1 2 3 4 --output attention.png
 
 The translation is the model's own (beam search), unless --translation
@@ -41,6 +41,7 @@ def main():
     if not sentence.strip():
         parser.error("the sentence is empty; give one to translate")
 
+    # After parsing: the TensorFlow side loads once the options are known good.
     from keras_transformer.decoding import Translator
     from keras_transformer.plots import plot_attention
 

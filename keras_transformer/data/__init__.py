@@ -1,8 +1,9 @@
 """Parallel text in, batches of token ids out (TensorFlow only).
 
 - `corpus(name)`: TFDS translation datasets, the Ding dictionary, local files.
-- `train_tokenizer`, `Tokenizer`: the shared SentencePiece vocabulary;
-  `load_tokenizer`: a run folder's tokenizer, ours or an imported model's.
+- `train_tokenizer`, `Tokenizer`: the shared SentencePiece vocabulary (a
+  run folder's tokenizer, ours or an imported model's, is
+  `run_folder.load_tokenizer`'s).
 - `encode_pairs` (`encode_blocks`: a block of pairs at a time; `autotuned`
   for reading their cache), `length_report`,
   `token_batches` (`block_token_batches`): ids, length filtering
@@ -11,7 +12,7 @@
 - `is_full_sentence`, `repeat_full_sentences`: whole sentences among a
   dictionary's words and phrases, read more often in training.
 - `PreparedCorpus` (`corpus("prepared:DIR")`): training data tokenized once
-  by `examples/prepare_data.py`.
+  by `keras-transformer prepare-data`.
 
 The corpora (`corpus`, `Corpus`, `DingDeEn`, and the modules `corpora` and
 `ding`) are imported on first use: they load TensorFlow Datasets, about a
@@ -47,11 +48,7 @@ from keras_transformer.data.tokenizer import (
     UNK_ID,
     Tokenizer,
     clean_texts,
-    has_tokenizer,
-    load_tokenizer,
-    tokenizer_checksum,
-    tokenizer_files,
-    tokenizer_from_files,
+    encode_sources,
     train_corpus_tokenizer,
     train_tokenizer,
 )
@@ -92,19 +89,15 @@ __all__ = [
     "encode_blocks",
     "encode_pairs",
     "clean_texts",
+    "encode_sources",
     "fits",
-    "has_tokenizer",
     "is_full_sentence",
     "is_full_sentence_tensor",
-    "load_tokenizer",
     "length_filter",
     "length_report",
     "repeat_full_sentences",
     "shape_boundaries",
     "token_batches",
-    "tokenizer_checksum",
-    "tokenizer_files",
-    "tokenizer_from_files",
     "train_corpus_tokenizer",
     "train_tokenizer",
 ]

@@ -24,7 +24,7 @@ import re
 
 import tensorflow_datasets as tfds
 
-DEFAULT_PATH = "/usr/share/trans/de-en"
+from keras_transformer.names import DING_PATH as DEFAULT_PATH
 SPLIT_PERCENT = {"validation": range(0, 2), "test": range(2, 5), "train": range(5, 100)}
 INSTALL_HINT = (
     "Install it with `sudo apt-get install trans-de-en` (Debian/Ubuntu), or "

@@ -1,7 +1,7 @@
 """Training data tokenized once: a folder of TFRecord shards written by
-`examples/prepare_data.py` (the Apache Beam pipeline is in
+`keras-transformer prepare-data` (the Apache Beam pipeline is in
 `keras_transformer.pipelines.prepare_data`), read by
-`examples/train.py --dataset prepared:DIR` with the same bucketing and
+`keras-transformer train --dataset prepared:DIR` with the same bucketing and
 token-budget batching as on-the-fly tokenization, and no tokenizing.
 
 A prepared folder holds:
@@ -46,7 +46,7 @@ from keras_transformer.data.batching import (
     block_token_batches,
     length_report,
 )
-from keras_transformer.data.tokenizer import tokenizer_checksum, tokenizer_files, tokenizer_from_files
+from keras_transformer.run_folder import tokenizer_checksum, tokenizer_files, tokenizer_from_files
 
 PREFIX = "prepared:"
 """`--dataset prepared:DIR` names a prepared folder."""

@@ -17,9 +17,10 @@ def reverse_task(seed, count, min_length=5, max_length=12, block_size=None):
     with `block_size` in ragged blocks of that many pairs, for
     `block_token_batches`, which batches them several times more cheaply."""
     # The pairs are made here, up front, with NumPy, and tf.data only slices
-    # them: it runs a function per element at a cost of microseconds an op.
-    # Batching 800 batches of 1,024 tokens took 20 CPU-s one pair at a time
-    # (a sixth of the small model's training it fed), 3.6 in blocks.
+    # them: it runs a function per element at a cost of microseconds an op,
+    # so batching the pairs one at a time took a noticeable share of the CPU
+    # time of the small model's training they fed; in blocks it takes
+    # several times less.
     rng = np.random.default_rng(seed)
     sources = []
     for _ in range(count):

@@ -10,12 +10,11 @@ Every tokenizer the package uses (this one, and the imported models' in
 the special ids `pad_id`, `unk_id`, `bos_id` (the decoder's start token)
 and `eos_id`, `vocab_size` / `target_vocab_size`, and `in_graph`: whether
 it runs as TensorFlow ops that a SavedModel can hold (fairseq's Moses
-tokenization cannot). `load_tokenizer(directory)` opens the one a run
-folder holds; input pipelines tokenize with `input_tokenizer(tokenizer)`,
-which for ours gives the same ids about twice as fast.
+tokenization cannot). `run_folder.load_tokenizer(directory)` opens the one a
+run folder holds; input pipelines tokenize with `input_tokenizer(tokenizer)`,
+which for ours gives the same ids faster.
 """
 
-import hashlib
 import itertools
 import os
 import tempfile
@@ -24,11 +23,12 @@ import sentencepiece
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_transformer import sentencepiece_proto
-from keras_transformer.python_tokenize import python_tokenize
-from keras_transformer.sentencepiece_proto import TOKENIZER_TYPES
+from keras_transformer.data.python_tokenize import python_tokenize
+from keras_transformer.names import TOKENIZER_TYPES
 from keras_transformer.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.textfiles import clean_text
+from keras_transformer.vocabularies import sentencepiece_proto
+from keras_transformer.vocabularies.sentencepiece_text import MODEL_FILE
 
 
 def clean_texts(texts):
@@ -38,6 +38,22 @@ def clean_texts(texts):
     texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace",
                                          replacement_char=0xFFFD)
     return tf.strings.regex_replace(texts, "\\x00", " ")
+
+
+def encode_sources(tokenizer, texts, max_tokens):
+    """Strings -> padded source ids ending in the end token, cut to
+    `max_tokens` (a model's `config.max_source_tokens`), as every search
+    reads them; and a mask of the blank ones. Any tokenizer of the
+    package's (ours, or an imported model's)."""
+    ids = tokenizer.tokenize(clean_texts(texts))[:, :max_tokens]
+    lengths = tf.cast(ids.row_lengths(), tf.int32)
+    # The end id written into a padded column, not concatenated to the
+    # ragged rows: the ragged concatenation's int64 ops made oneDNN log an
+    # error line when run eagerly.
+    padded = tf.pad(ids.to_tensor(default_value=tokenizer.pad_id), [[0, 0], [0, 1]],
+                    constant_values=tokenizer.pad_id)
+    columns = tf.range(tf.shape(padded)[1])
+    return tf.where(columns[None] == lengths[:, None], tokenizer.eos_id, padded), lengths == 0
 
 
 def train_tokenizer(texts, model_path, vocab_size, max_sentences=2_000_000,
@@ -110,75 +126,6 @@ def train_corpus_tokenizer(corpus, model_path, vocab_size, max_sentences=1_000_0
                            model_type=model_type)
 
 
-MODEL_FILE = "tokenizer.model"
-
-
-TOKENIZER_MARKERS = (MODEL_FILE, "vocab.json", "vocab-src.json")
-"""A file that each kind of tokenizer writes into a run folder: ours, Marian's, FSMT's."""
-
-
-def has_tokenizer(directory):
-    """Whether `directory` holds a tokenizer that `load_tokenizer` reads."""
-    return any(tf.io.gfile.exists(os.path.join(directory, name)) for name in TOKENIZER_MARKERS)
-
-
-def load_tokenizer(directory):
-    """The tokenizer of a run folder: ours (`tokenizer.model`), or an imported
-    model's (Marian: `vocab.json`, `source.spm`, `target.spm`; FSMT:
-    `vocab-src.json`, `vocab-tgt.json`, `merges.txt`).
-
-    Raises:
-        ValueError: the folder holds no tokenizer this package can read.
-    """
-    directory = os.fspath(directory)
-    if tf.io.gfile.exists(os.path.join(directory, MODEL_FILE)):
-        return Tokenizer(os.path.join(directory, MODEL_FILE))
-    if tf.io.gfile.exists(os.path.join(directory, "vocab.json")):
-        from keras_transformer.pretrained.marian_tokenizer import MarianTokenizer
-
-        return MarianTokenizer.from_directory(directory)
-    if tf.io.gfile.exists(os.path.join(directory, "vocab-src.json")):
-        from keras_transformer.pretrained.fsmt_tokenizer import FsmtTokenizer
-
-        return FsmtTokenizer.from_directory(directory)
-    raise ValueError(
-        f"No tokenizer in {directory!r}: expected {MODEL_FILE} (trained by "
-        "examples/train.py), or an imported model's vocab.json, source.spm and "
-        "target.spm (Marian) or vocab-src.json, vocab-tgt.json and merges.txt (FSMT)."
-    )
-
-
-def tokenizer_files(tokenizer):
-    """The files `tokenizer.save` writes, name -> bytes: what a pipeline
-    sends to its workers, and what `tokenizer_checksum` hashes."""
-    with tempfile.TemporaryDirectory() as folder:
-        tokenizer.save(folder)
-        files = {}
-        for name in sorted(os.listdir(folder)):
-            with open(os.path.join(folder, name), "rb") as file:
-                files[name] = file.read()
-    return files
-
-
-def tokenizer_checksum(files):
-    """SHA-256 of a tokenizer's files (`tokenizer_files`), names included:
-    equal checksums, equal token ids."""
-    digest = hashlib.sha256()
-    for name in sorted(files):
-        digest.update(f"{name}\0{len(files[name])}\0".encode("utf-8"))
-        digest.update(files[name])
-    return digest.hexdigest()
-
-
-def tokenizer_from_files(files):
-    """The tokenizer that `tokenizer_files` gave the files of."""
-    with tempfile.TemporaryDirectory() as folder:
-        for name, content in files.items():
-            with open(os.path.join(folder, name), "wb") as file:
-                file.write(content)
-        return load_tokenizer(folder)
-
-
 class Tokenizer(tf.Module):
     """SentencePiece tokenisation as TensorFlow ops (tf-text).
 
@@ -230,6 +177,11 @@ class Tokenizer(tf.Module):
         self._processor = processor
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32)
 
+    @classmethod
+    def from_directory(cls, directory):
+        """The `tokenizer.model` of a run or export folder."""
+        return cls(os.path.join(directory, MODEL_FILE))
+
     def tokenize(self, texts):
         """Strings `(batch,)` -> ragged int32 ids `(batch, None)`, no specials."""
         return self._sentencepiece.tokenize(texts)
@@ -267,8 +219,8 @@ class Tokenizer(tf.Module):
 
 def input_tokenizer(tokenizer):
     """What input pipelines (`data.encode_pairs`) tokenize with for
-    `tokenizer`: for ours the same ids at about twice tf-text's tokens a CPU
-    second (`_InputTokenizer`); an imported model's tokenizer as it is."""
+    `tokenizer`: for ours the same ids at more tokens a CPU second than
+    tf-text's op (`_InputTokenizer`); an imported model's tokenizer as it is."""
     return _InputTokenizer(tokenizer) if isinstance(tokenizer, Tokenizer) else tokenizer
 
 
@@ -278,11 +230,10 @@ class _InputTokenizer:
     one string through tf-text's op.
 
     Our own path rather than tf-text's op because it is faster: the same
-    model gives the same ids (tested) at about twice the tokens a CPU second
-    on WMT-length text, and the package releases the GIL while it encodes,
-    so tf.data's parallel calls run side by side. Training's first pass on 2
-    cores went from 0.33M to 0.54M target tokens a second, and `prepare-data`
-    1.3x faster (docs/benchmarks.md, "Training input"). Each call encodes on
+    model gives the same ids (tested) at more tokens a CPU second, and the
+    package releases the GIL while it encodes, so tf.data's parallel calls
+    run side by side. Training's first pass and `prepare-data` both run
+    faster for it (docs/benchmarks.md, "Training input"). Each call encodes on
     its own thread (`num_threads=1`): tf.data, or a Beam worker's one
     thread, decides how many run. A single string stays with tf-text: a
     `numpy_function` call costs more than the op's whole work for one pair.

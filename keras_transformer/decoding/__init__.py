@@ -14,11 +14,7 @@ from keras_transformer.decoding.search import (
     length_penalty,
     output_limits,
 )
-from keras_transformer.decoding.translator import (
-    Translator,
-    load_model_and_tokenizer,
-    translate_text,
-)
+from keras_transformer.decoding.translator import Translator, translate_text
 
 __all__ = [
     "Sampling",
@@ -27,7 +23,6 @@ __all__ = [
     "beam_search",
     "greedy_search",
     "length_penalty",
-    "load_model_and_tokenizer",
     "output_limits",
     "translate_text",
 ]

@@ -144,8 +144,8 @@ class _Decoder:
         config = model.config
         # The start token is banned unless it is also the end token (fairseq).
         banned = {config.pad_id, config.decoder_start_id} - {config.eos_id}
-        # Added, not selected: an add over the vocabulary-wide tensor costs a
-        # tenth of a `tf.where` with a broadcast mask (measured).
+        # Added, not selected: an add over the vocabulary-wide tensor costs
+        # far less than a `tf.where` with a broadcast mask.
         self.ban = _NEG_INF * tf.reduce_max(tf.one_hot(sorted(banned), model.target_vocab_size),
                                             axis=0)
         # At its length limit a hypothesis may only end.
@@ -358,10 +358,11 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     # At the start all K beams hold the same prefix: keep only one alive. With
     # the growing cache the first step also decodes that one row per sentence
     # (and the K rows are its copies from the second step on), as CTranslate2
-    # does on CPU: a sentence of a real file stays about ten steps in the
-    # batch, so K rows at its first step were 7% of a file's decoder rows at
-    # beam 4. Fixed-shape caches keep K rows throughout; so does a beam whose
-    # first step has fewer than 2K extensions (a vocabulary under 2K tokens).
+    # does on CPU: a sentence of a real file stays only some ten steps in
+    # the batch, so K rows at its first step are a noticeable share of a
+    # file's decoder rows. Fixed-shape caches keep K rows throughout; so
+    # does a beam whose first step has fewer than 2K extensions (a
+    # vocabulary under 2K tokens).
     expand_after_first = use_cache and not static_cache
     first_copies = tf.where(2 * k <= model.target_vocab_size, 1, k) if expand_after_first else k
     decoder = _Decoder(model, source_ids, k, length, use_cache, static_cache, first_copies)
@@ -504,13 +505,12 @@ def _top_k(values, k, block=64):
     same values and indices, ties included (the lower index first).
 
     Written here because TensorFlow's top-k kernel is slow for a small k
-    over a large n: for k = 8 it took 3-4x as long as this over 512 rows of
-    8,000 log-probabilities or 64 rows of 37,000 on this project's 2-core
-    CPU (blocks of 64 were the fastest of 32 to 512 for both). The k
-    largest values lie in the k blocks of `block` values with the largest
-    maxima (a value in any other block has k block maxima at least as
-    large, at lower indices when equal), so only those blocks, kept in
-    index order, are ranked.
+    over a large n: for k = 8 it took several times as long as this over
+    512 rows of 8,000 log-probabilities or 64 rows of 37,000 (blocks of 64
+    were the fastest of 32 to 512 for both). The k largest values lie in
+    the k blocks of `block` values with the largest maxima (a value in any
+    other block has k block maxima at least as large, at lower indices when
+    equal), so only those blocks, kept in index order, are ranked.
     """
     n = values.shape[-1]
     if n is None or n < 16 * block:

@@ -20,40 +20,24 @@ runner):
 import concurrent.futures
 import dataclasses
 import itertools
-import os
 import warnings
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer import run_folder
 from keras_transformer.batch_defaults import (
     DEFAULT_IN_FLIGHT,
     DEFAULT_WINDOW,
     default_batch_tokens,
     length_batches,
 )
-from keras_transformer.data.tokenizer import clean_texts, load_tokenizer
+from keras_transformer.data.tokenizer import encode_sources
 from keras_transformer.decoding.search import beam_search, greedy_search
-from keras_transformer.models import Transformer, in_precision
+from keras_transformer.models import in_precision
+from keras_transformer.names import OVERLONG
 from keras_transformer.textfiles import clean_text, truncation_warning
-
-OVERLONG = ("truncate", "error")
-
-
-def max_source_tokens(model):
-    """The longest source, in subword tokens, before the end token."""
-    return model.config.max_length - 1
-
-
-def encode_sources(tokenizer, texts, max_tokens):
-    """Strings -> padded source ids ending in the end token, cut to
-    `max_tokens`; and a mask of the blank ones."""
-    ids = tokenizer.tokenize(clean_texts(texts))[:, :max_tokens]
-    blank = ids.row_lengths() == 0
-    with_end = tf.concat([ids, tf.fill([ids.nrows(), 1], tokenizer.eos_id)], axis=1)
-    return with_end.to_tensor(default_value=tokenizer.pad_id), blank
-
 
 def search(model, source_ids, beam_size, alpha, decode_margin, use_cache=True, sampling=None,
            best_only=False):
@@ -117,7 +101,7 @@ def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use
         `sampling`, `(batch, 1)`) and float32 of the same shape, best
         first; blank inputs give "" and 0.
     """
-    source_ids, blank = encode_sources(tokenizer, texts, max_source_tokens(model))
+    source_ids, blank = encode_sources(tokenizer, texts, model.config.max_source_tokens)
     translations, scores, _ = translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha,
                                             decode_margin, use_cache, sampling)
     return translations, scores
@@ -217,16 +201,17 @@ class Translator:
             input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.bool),
                              tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32)],
             # The search's loops and branches are tf.while_loop and tf.cond
-            # already; autograph's rewriting of its Python was 1.5 s of the
-            # 2.5 s the first batch took (translate.py's start-up).
+            # already; autograph's rewriting of its Python was most of the
+            # first batch's time (translate.py's start-up).
             autograph=False,
         )
 
     @classmethod
     def from_directory(cls, directory, model_file=None, **options):
-        """Loads a training (or import) output folder: `averaged.keras` if
-        present, else `model.keras` (or `model_file`), and its tokenizer."""
-        return cls(*load_model_and_tokenizer(directory, model_file), **options)
+        """The translator of a run folder (or an export's model.keras):
+        its model (`run_folder.load_model`) and tokenizer."""
+        return cls(run_folder.load_model(directory, model_file),
+                   run_folder.load_tokenizer(directory), **options)
 
     def _tokenize(self, sentences):
         """Cleaned strings -> ragged ids (no end token), one call for all."""
@@ -241,7 +226,7 @@ class Translator:
     def too_long(self, sentences):
         """Indexes of the sentences longer than the model's `max_length - 1`
         tokens, which `translate` cuts (or refuses)."""
-        limit = max_source_tokens(self.model)
+        limit = self.model.config.max_source_tokens
         return [i for i, n in enumerate(self.source_lengths(sentences)) if n > limit]
 
     def translate(self, sentences, n_best=None, progress=False, on_batch=None, on_overlong=None,
@@ -309,7 +294,7 @@ class Translator:
     def _translate_window(self, sentences, start, n_best, on_batch, on_overlong, seed):
         ids = self._tokenize(sentences)
         lengths = ids.row_lengths().numpy()
-        limit = max_source_tokens(self.model)
+        limit = self.model.config.max_source_tokens
         too_long = np.flatnonzero(lengths > limit)
         if len(too_long) and self.overlong == "error":
             first = int(too_long[0])
@@ -379,29 +364,3 @@ class Translator:
                 results[i] = hypotheses[:n_best] if n_best else hypotheses[0][0]
             if on_batch is not None:
                 on_batch(len(rows), int(output_lengths.numpy().sum()))
-
-
-def load_model_and_tokenizer(directory, model_file=None):
-    """The model and tokenizer of a training output folder, with clear errors
-    for what is missing or unreadable."""
-    directory = os.fspath(directory)
-    if not os.path.isdir(directory):
-        raise FileNotFoundError(f"{directory} is not a folder; give a training run's output folder "
-                                "or one written by examples/import_pretrained.py.")
-    candidates = [model_file] if model_file else ["averaged.keras", "model.keras"]
-    paths = [os.path.join(directory, name) for name in candidates]
-    path = next((p for p in paths if os.path.isfile(p)), None)
-    if path is None:
-        raise FileNotFoundError(f"No model in {directory!r}: looked for {candidates}.")
-    return load_transformer(path), load_tokenizer(directory)
-
-
-def load_transformer(path):
-    """A saved `Transformer` (`.keras`), with errors that name the file."""
-    try:
-        model = keras.models.load_model(path, safe_mode=True)
-    except Exception as error:  # Keras raises many types for a corrupt file
-        raise ValueError(f"Cannot load the model {path!r}: {error}") from None
-    if not isinstance(model, Transformer):
-        raise ValueError(f"{path!r} holds a {type(model).__name__}, not a keras_transformer Transformer.")
-    return model

@@ -24,7 +24,7 @@ What carries over, and how:
   appends the end token to every source itself (`add_source_eos`).
 
 What CTranslate2 cannot store goes into `decoding.json` beside `model.bin`
-(see `ctranslate2_translator`): the beam size, alpha and decode margin, and
+(see `runtimes.ctranslate2_runner`): the beam size, alpha and decode margin, and
 the tokens the search must never produce (padding, and the start token
 unless it is also the end token), which CTranslate2 takes per call.
 """
@@ -33,13 +33,18 @@ import json
 import os
 
 import numpy as np
+import tensorflow as tf
 
-from keras_transformer.export.ctranslate2_translator import (
+from keras_transformer.decoding import greedy_search
+from keras_transformer.data import encode_sources
+from keras_transformer.export.checks import CHECK_SENTENCES, require
+from keras_transformer.export.formats import ExportFormat
+from keras_transformer.runtimes.ctranslate2_runner import (
     DEFAULTS_FILE,
+    CTranslate2Translator,
     ctranslate2_length_penalty,
     require_ctranslate2,
 )
-from keras_transformer.export.formats import QUANTIZATIONS
 
 # Keras activation names (as `TransformerConfig.activation` holds them) ->
 # CTranslate2's `Activation` member names. Keras' "gelu" is the exact (erf) one.
@@ -215,8 +220,9 @@ def save(model, tokenizer, directory, quantization="float32"):
     "int8"), `config.json`, the vocabularies, `decoding.json`, and the
     tokenizer's own files, so that the folder is all a
     `CTranslate2Translator` needs. Returns `directory`."""
-    if quantization not in QUANTIZATIONS:
-        raise ValueError(f"quantization must be one of {QUANTIZATIONS}; got {quantization!r}.")
+    if quantization not in CTranslate2Format.quantizations:
+        raise ValueError(f"quantization must be one of {CTranslate2Format.quantizations}; got "
+                         f"{quantization!r}.")
     source_tokens = vocabulary(tokenizer.pieces, model.source_vocab_size)
     target_tokens = vocabulary(tokenizer.target_pieces, model.target_vocab_size)
     spec = transformer_spec(model, source_tokens, target_tokens)
@@ -227,3 +233,56 @@ def save(model, tokenizer, directory, quantization="float32"):
         json.dump(decoding_defaults(model, target_tokens), file, indent=2)
     tokenizer.save(directory)
     return directory
+
+
+class CTranslate2Format(ExportFormat):
+    """ctranslate2/ (`save`). The check loads it with CTranslate2 and
+    compares it with the model on the check sentences: the log-probability
+    of every target token (teacher forced), and greedy search's tokens. In
+    float32 they must be equal (within 1e-4); in int8 they are measured."""
+
+    name = "ctranslate2"
+    quantizations = ("float32", "int8")
+
+    def require(self):
+        require_ctranslate2()
+
+    def check_exportable(self, model, tokenizer):
+        check_exportable(model.config)
+
+    def write_and_check(self, checks, folder):
+        model, tokenizer = checks.model, checks.tokenizer
+        directory = save(model, tokenizer, os.path.join(folder, self.name), checks.quantization)
+        translator = CTranslate2Translator(directory)
+        texts = tf.constant([s for s in CHECK_SENTENCES if s])
+        limit = model.config.max_source_tokens
+        sources = tokenizer.tokenize(texts)[:, :limit].to_list()
+        targets = tokenizer.tokenize_target(texts)[:, :limit].to_list()
+        source_ids, _ = encode_sources(tokenizer, texts, limit)
+        config = model.config
+        target_ids = tf.ragged.constant([[config.decoder_start_id] + t for t in targets]) \
+            .to_tensor(default_value=config.pad_id)
+        log_probs = tf.nn.log_softmax(
+            model({"source_ids": source_ids, "target_ids": target_ids})).numpy()
+        difference = max(
+            float(np.abs(np.array(scored) - log_probs[row, np.arange(len(scored)),
+                                                      target + [config.eos_id]]).max())
+            for row, (target, scored) in enumerate(zip(targets,
+                                                       translator.score(sources, targets))))
+        expected = [_until_end(row[0], config.eos_id)
+                    for row in greedy_search(model, source_ids).tokens.numpy()]
+        found = [best[0][0] for best in translator.search(sources, beam_size=1)]
+        matches = sum(a == b for a, b in zip(expected, found))
+        if checks.quantization == "float32":
+            require(difference < 1e-4,
+                    f"CTranslate2 log-probabilities differ from Keras by {difference} (> 1e-4)")
+            require(matches == len(expected), "CTranslate2's greedy search differs from ours")
+        return {"path": self.name, "quantization": checks.quantization,
+                "max_log_prob_difference": difference,
+                "greedy_agreement": matches / len(expected)}
+
+
+def _until_end(ids, eos_id):
+    """Search output up to and including the first end id, as a list."""
+    ids = [int(i) for i in ids]
+    return ids[:ids.index(eos_id) + 1] if eos_id in ids else ids

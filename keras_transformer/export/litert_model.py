@@ -24,7 +24,8 @@ How the files are made, and why so (DESIGN.md, section 8):
   converting the in-process functions leaves the weights as resource
   variables that nothing initializes;
 - builtins only (`OpsSet.TFLITE_BUILTINS`): Flex (TensorFlow kernels inside
-  LiteRT) adds ~23 MB to an app and Python's LiteRT interpreters refuse it.
+  LiteRT) makes an app many megabytes larger (docs/on-device.md), and
+  Python's LiteRT interpreters refuse it.
   Custom ops must be allowed for tf-text's; `check_ops` then refuses a file
   with any other (an op the converter could not lower arrives as a custom
   op of its TensorFlow name);
@@ -49,20 +50,24 @@ Text in LiteRT, what differs from the SavedModel:
 
 import os
 import tempfile
+import warnings
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_transformer import sentencepiece_proto
-from keras_transformer.data import Tokenizer
+from keras_transformer.data import Tokenizer, encode_sources
 from keras_transformer.decoding.translator import search
 from keras_transformer.export import saved_model
-from keras_transformer.export.formats import QUANTIZATIONS as WEIGHTS
+from keras_transformer.export.checks import CHECK_SENTENCES, agreement, require, run_checker
+from keras_transformer.export.formats import ExportFormat
 from keras_transformer.export.traced import graph_function
-from keras_transformer.export.translate_litert import SEARCH_FILE, TRANSLATE_FILE
+from keras_transformer.names import QUANTIZATIONS as WEIGHTS
 from keras_transformer.pretrained.marian_tokenizer import MarianTokenizer
-from keras_transformer.pretrained.marian_vocabulary import SOURCE_SPM, SPIECE_UNDERLINE
+from keras_transformer.runtimes import translate_litert
+from keras_transformer.runtimes.translate_litert import SEARCH_FILE, TRANSLATE_FILE
+from keras_transformer.vocabularies import sentencepiece_proto
+from keras_transformer.vocabularies.marian import SOURCE_SPM, SPIECE_UNDERLINE
 
 SENTENCEPIECE_OPS = ("TFText>FastSentencepieceTokenize", "TFText>FastSentencepieceDetokenize")
 BYTE_OPS = ("TFText>ByteSplitWithOffsets", "TFText>ByteSplitByOffsets")
@@ -400,3 +405,72 @@ def write(files, directory):
         with open(os.path.join(directory, name), "wb") as file:
             file.write(data)
     return {name: len(data) for name, data in files.items()}
+
+
+class LiteRTFormat(ExportFormat):
+    """litert/ (`convert`, `write`). The check runs the files in a process
+    that loads nothing of this package (`runtimes/translate_litert.py`): in
+    float32, translate.tflite's n-best translations of the check sentences
+    (their ids, for a file that takes ids) must be the SavedModel's
+    translate function's, and search_ids.tflite's ids TensorFlow's
+    search's, each with the model config's beam size, length penalty and
+    margin; then the int8 or float16 files replace them, and how often they
+    agree goes into the report."""
+
+    name = "litert"
+    quantizations = WEIGHTS
+
+    def check_exportable(self, model, tokenizer):
+        check_exportable(tokenizer)
+
+    def write_and_check(self, checks, folder):
+        model, tokenizer, quantization = checks.model, checks.tokenizer, checks.quantization
+        directory = os.path.join(folder, self.name)
+        weights = ("float32",) + ((quantization,) if quantization != "float32" else ())
+        files = convert(model, tokenizer, weights)
+        refusal = text_in_refusal(tokenizer)
+        if refusal:
+            warnings.warn(f"litert/{TRANSLATE_FILE} takes token ids: {refusal}.", stacklevel=4)
+        settings = checks.settings()
+        (expected, expected_scores), = checks.saved_model_translations([settings])
+        expected_ids = search(model, tf.constant(checks.source), *settings).tokens.numpy()
+        request = {"sentences": list(CHECK_SENTENCES)} if refusal is None else {
+            "source_ids": encode_sources(tokenizer, tf.constant(list(CHECK_SENTENCES)),
+                                         model.config.max_source_tokens)[0].numpy().tolist()}
+        report = {"path": self.name, "files": [TRANSLATE_FILE, SEARCH_FILE],
+                  "text_in": refusal is None, "beam_size": settings[0],
+                  "length_penalty": settings[1], "decode_margin": settings[2],
+                  "quantization": quantization}
+        if refusal:
+            report["text_in_refusal"] = refusal
+        for kind in weights:
+            sizes = write(files[kind], directory)
+            (translations, scores), (ids, _) = _run_files(
+                {"model": os.path.join(directory, TRANSLATE_FILE)} | request,
+                {"model": os.path.join(directory, SEARCH_FILE),
+                 "source_ids": checks.source.tolist()})
+            found = {"sizes": sizes, "custom_ops": custom_ops(files[kind][TRANSLATE_FILE])}
+            if kind == "float32":
+                require(translations == expected,
+                        f"litert/{TRANSLATE_FILE} translated differently from the SavedModel")
+                require(np.array_equal(ids, expected_ids),
+                        f"litert/{SEARCH_FILE} searched differently from TensorFlow")
+                found["max_score_difference"] = float(np.abs(scores - expected_scores).max())
+            else:
+                found["translate_agreement"] = agreement(translations, expected)
+                found["search_agreement"] = agreement(list(ids), list(expected_ids))
+            report[kind] = found
+        return report
+
+
+def _run_files(*runs):
+    """`translate_litert.py --json` on the `runs` (dicts of the file's path
+    and its input) in a process of its own: for each, the translations (or
+    target ids) and the scores."""
+    output = run_checker([translate_litert.__file__, "--json"], {"runs": list(runs)},
+                         "the LiteRT files")
+    require("keras_transformer" not in output["loaded"],
+            "the check of the LiteRT files loaded keras_transformer")
+    return [(result["translations"] if "translations" in result
+             else np.array(result["target_ids"]), np.array(result["scores"], np.float32))
+            for result in output["results"]]

@@ -19,11 +19,18 @@ Two SavedModels come out of a model:
   (source ids -> encoder output).
 """
 
+import os
+
 import keras
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer.decoding import Sampling, beam_search, translate_text
+from keras_transformer.export.checks import CHECK_SENTENCES, agreement, require
+from keras_transformer.export.formats import ExportFormat
 from keras_transformer.export.traced import graph_function
+from keras_transformer.models import in_precision
+from keras_transformer.run_folder import SAVED_MODEL_CORE
 
 _IDS = tf.TensorSpec([None, None], tf.int32)
 _TEXT = tf.TensorSpec([None], tf.string)
@@ -111,9 +118,9 @@ def save_traced(path, signatures, captured):
     `tf.function` of the object it saves anew (inside its save context,
     which is part of a trace's cache key), and reads every attribute of
     every object it tracks, which each Keras layer answers by walking its
-    sublayers. Saving the functions' own module did both: the small run's
-    text SavedModel took 13-15 s to write after its signatures were traced,
-    and 2.8 s this way (and 3.2 MB instead of 5.3).
+    sublayers. Saving the functions' own module did both: a text
+    SavedModel took several times as long to write after its signatures
+    were traced, and its files were larger.
     """
     root = tf.Module(name="keras_transformer")
     root.captured = [variable for item in captured if isinstance(item, keras.Model)
@@ -136,3 +143,97 @@ def save(model, path, tokenizer=None):
     """Writes a SavedModel of `model` (with text signatures if a tokenizer is
     given) to `path`."""
     return ServingModule(model, tokenizer).save(path)
+
+
+class ServingModules:
+    """The export's `ServingModule`s, each made once: the SavedModels' checks
+    and the ONNX and LiteRT checks against the text SavedModel's functions
+    share them, and with them their traces: each function is traced once per
+    export (tracing a beam search takes seconds)."""
+
+    def __init__(self, model, tokenizer):
+        self.tokenizer, self._model, self._modules = tokenizer, model, {}
+
+    def get(self, precision="float32", text=True):
+        """The module decoding in `precision`, with the text functions
+        (`text`) or the id functions only; the text one shares the id
+        functions of the other."""
+        key = (precision, text)
+        if key not in self._modules:
+            if text:
+                module = self.get(precision, text=False).with_text(self.tokenizer)
+            else:
+                module = ServingModule(in_precision(self._model, precision))
+            self._modules[key] = module
+        return self._modules[key]
+
+
+LOGIT_TOLERANCE = {"float32": 1e-5, "float16": 2**-6, "bfloat16": 2**-3}
+"""How far a SavedModel's logits may be from the float32 model's, relative
+to the largest float32 logit: rounding only in float32; in float16 and
+bfloat16 about 32 half-units of the last place (2**-11 and 2**-8) of the
+format, more than the largest difference measured on the test models
+(1.8e-3 and 3.8e-2) and far less than wrong weights give."""
+
+
+class SavedModelFormat(ExportFormat):
+    """saved_model_core/ (the id signatures, core TF ops) and, for a
+    tokenizer made of TensorFlow ops, saved_model/ (text in, text out),
+    decoding in the export's precision.
+
+    The check:
+    - loaded back, each gives exactly what the same functions give in this
+      process before saving, text in (tokenizer, search, weights), ids in
+      and logits (what the files hold is complete);
+    - their logits are the float32 model's within `LOGIT_TOLERANCE` of its
+      precision (the functions compute this model); checked first, so that
+      a model that fails it is refused before anything is traced or written.
+    Equality with the `Translator`'s translations is measured
+    (`translator_agreement`), not required: the Translator sorts sentences
+    by length, and a sentence's rounding can change with its place in the
+    batch (bfloat16 on CPUs without native bfloat16, such as AVX2 ones,
+    flips translations that way; float32 moves logits by about 1e-6)."""
+
+    name = "saved_model"
+
+    def write_and_check(self, checks, folder):
+        core = checks.modules.get(checks.precision, text=False)
+        serving, tokenizer = core.model, checks.tokenizer
+        config = serving.config
+        ids = {"source_ids": tf.constant(checks.source)}
+        settings = {"beam_size": tf.constant(config.beam_size),
+                    "alpha": tf.constant(float(config.length_penalty)),
+                    "decode_margin": tf.constant(config.decode_margin)}
+        text = {"text": tf.constant(list(CHECK_SENTENCES))}
+        # One call of each computation: text in (tokenizer, search, weights),
+        # ids in, logits. `translate` and `encode` are variants of these.
+        calls = {self.name: {"serving_default": text},
+                 SAVED_MODEL_CORE: {"search_ids": ids | settings,
+                                    "logits": ids | {"target_ids": tf.constant(checks.target)}}}
+        logits = core.logits(**calls[SAVED_MODEL_CORE]["logits"])["logits"].numpy()
+        difference = float(np.abs(logits - checks.logits).max() / np.abs(checks.logits).max())
+        tolerance = LOGIT_TOLERANCE[checks.precision]
+        require(difference <= tolerance,
+                f"the SavedModels' logits are {difference:.3g} of the largest logit away from the "
+                f"float32 model's (more than {tolerance:.3g} in {checks.precision})")
+        report = {"paths": [], "precision": checks.precision, "signatures": {},
+                  "relative_logit_difference": difference}
+        # A tokenizer that is not TensorFlow ops (FSMT's Moses tokenization)
+        # cannot go into a SavedModel: such models serve ids only.
+        for path, text_in in ((self.name, True), (SAVED_MODEL_CORE, False)):
+            if text_in and not tokenizer.in_graph:
+                continue
+            module = checks.modules.get(checks.precision, text=text_in)
+            loaded = tf.saved_model.load(module.save(os.path.join(folder, path))).signatures
+            for name, call in calls[path].items():
+                served, expected = loaded[name](**call), getattr(module, name)(**call)
+                require(all(np.array_equal(served[key].numpy(), expected[key].numpy())
+                            for key in expected),
+                        f"{path}'s {name} gives other outputs loaded than in this process")
+                if name == "serving_default":
+                    report["translator_agreement"] = agreement(
+                        [t.decode() for t in served["translations"].numpy()],
+                        checks.translator_translations(serving))
+            report["paths"].append(path)
+            report["signatures"][path] = signature_names(text=text_in)
+        return report

@@ -11,7 +11,6 @@ def graph_function(function, input_signature):
     already, and the model's Python branches on shapes and settings, not on
     tensors, so autograph's source rewriting of every function the trace
     reaches (the model's layers included, each traced anew) changed nothing
-    in the graphs and cost time: the small run's SavedModels and ONNX files
-    took 69.6 s of CPU with it and 62.2 s without, its LiteRT files 32.7 s
-    and 25.6 s."""
+    in the graphs and cost time: an export's SavedModels, ONNX and LiteRT
+    files took more CPU time with it than without."""
     return tf.function(function, input_signature=input_signature, autograph=False)

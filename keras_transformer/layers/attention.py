@@ -254,11 +254,11 @@ class MultiHeadAttention(keras.layers.Layer):
         # over `(batch, length, heads, dim)` (what `ops.dot_product_attention`
         # does on TensorFlow, which has no fused attention kernel) copy their
         # operands into that order inside every call, forward and backward;
-        # the explicit transposes here are cheaper (base model on CPU: 14 ms
-        # -> 8 ms per attention block, forward and backward). Cached keys and
-        # values are stored heads-first so that a decoding step reads them in
-        # place (copying the whole cache each step took about a third of a
-        # cached beam-search step).
+        # the explicit transposes here are cheaper (base model on CPU, per
+        # attention block, forward and backward). Cached keys and values are
+        # stored heads-first so that a decoding step reads them in place
+        # (copying the whole cache each step was a large part of a cached
+        # beam-search step).
         if cache is None:
             keys, values = _heads_first(keys), _heads_first(values)
         mask = self._mask(

@@ -89,11 +89,11 @@ class SharedEmbedding(keras.layers.Layer):
         weights (a decoding loop transposes once, not at every step).
 
         Transposed in blocks of `_TRANSPOSE_ROWS` rows, joined: oneDNN
-        transposes one large matrix slowly without AVX-512 (512 x 37,000
-        float32 on 2 AMD cores capped at AVX2: 95 ms whole, 9 ms in blocks;
-        with AVX-512, 6 ms whole, 14 ms in blocks), and a search pays it at
-        every call, which made a base model's batch of 16 1.1-1.25x slower to
-        decode on AVX2 than the one-position form without E^T.
+        transposes one large matrix slowly without AVX-512 and its blocks
+        quickly (with AVX-512 the whole matrix is the faster, but both are
+        quick), and a search pays it at every call, which made a base
+        model's batch of 16 slower to decode on AVX2 than the one-position
+        form without E^T (docs/benchmarks-log.md, "Whole files").
         """
         embeddings = ops.cast(self.embeddings, self.compute_dtype)
         blocks = [ops.transpose(embeddings[start:start + _TRANSPOSE_ROWS])
@@ -103,8 +103,7 @@ class SharedEmbedding(keras.layers.Layer):
     def call(self, inputs, reverse=False, transposed=None):
         if reverse and transposed is not None:
             # x E^T with E^T stored: the fastest form on oneDNN for any
-            # number of rows (512 rows of d_model 256 and 8,000 tokens on 2
-            # AMD cores: 1.4x the one-position form below).
+            # number of rows, faster than the one-position form below.
             weights = ops.cast(transposed, inputs.dtype)
             logits = ops.cast(over_positions(lambda x: ops.matmul(x, weights), inputs), "float32")
             return logits if self.bias is None else logits + ops.cast(self.bias, "float32")
@@ -112,8 +111,8 @@ class SharedEmbedding(keras.layers.Layer):
             embeddings = ops.cast(self.embeddings, inputs.dtype)
             if len(inputs.shape) == 3 and inputs.shape[1] == 1:
                 # One position per row (incremental decoding): E x^T, then
-                # transposed, is about 1.7x faster on oneDNN than x E^T
-                # when there are few rows. Training keeps x E^T, faster there.
+                # transposed, is faster on oneDNN than x E^T when there are
+                # few rows. Training keeps x E^T, faster there.
                 logits = ops.einsum("vd,bd->bv", embeddings, inputs[:, 0])[:, None]
             else:
                 logits = ops.matmul(inputs, ops.transpose(embeddings))

@@ -6,6 +6,7 @@ import json
 
 import keras
 
+from keras_transformer import names
 from keras_transformer.layers.positional_encoding import STYLES as SINUSOIDS
 from keras_transformer.textfiles import read_json
 
@@ -178,6 +179,12 @@ class TransformerConfig:
         """d_v as the layers use it."""
         return self.value_dim or self.head_key_dim
 
+    @property
+    def max_source_tokens(self):
+        """The longest source, in subword tokens, before the end token (one
+        of `max_length`'s places is kept for it)."""
+        return self.max_length - 1
+
     def replace(self, **overrides):
         """A copy with some fields changed, validated like a new config."""
         unknown = set(overrides) - {f.name for f in dataclasses.fields(self)}
@@ -293,7 +300,8 @@ shallow model that makes many small updates wins: 2+2 layers, pre-norm (stable
 at a high learning rate after a short warmup: peak 1.8e-3 at update 300),
 2,048-token batches, no dropout (the run sees its data about 2.5 times)."""
 
-PRESETS = {"small": SMALL, "base": BASE, "big": BIG}
+PRESETS = dict(zip(names.PRESETS, (BASE, BIG, SMALL)))
+"""The presets by name (`names.PRESETS`: base, big, small)."""
 
 TABLE3_VARIANTS = {
     # (A) number of heads at constant computation.

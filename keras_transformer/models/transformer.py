@@ -15,6 +15,7 @@ from keras_transformer.layers import (
 )
 from keras_transformer.layers import _validation
 from keras_transformer.models.config import BASE, BIG, TransformerConfig
+from keras_transformer.names import DECODING_PRECISIONS
 from keras_transformer.special_ids import PAD_ID  # the default of config.pad_id
 
 
@@ -349,9 +350,6 @@ def _check_special_ids(config, source_vocab_size, target_vocab_size):
                 f"TransformerConfig.{name}={getattr(config, name)} is not an id of a "
                 f"{vocab_size}-token vocabulary; special ids must be below the vocabulary size."
             )
-
-
-DECODING_PRECISIONS = ("float32", "bfloat16", "float16")
 
 
 def in_precision(model, precision):

@@ -1,9 +1,9 @@
 """Corpus-scale jobs on Apache Beam (`pip install "keras-transformer[beam]"`).
 
 - `prepare_data.prepare_data`: tokenizes a corpus once into TFRecord
-  shards for `train.py --dataset prepared:DIR` (`examples/prepare_data.py`).
+  shards for `train.py --dataset prepared:DIR` (`keras-transformer prepare-data`).
 - `translate_corpus.translate_corpus`: translates many files with an
-  export, for back-translation (`examples/translate_corpus.py`).
+  export, for back-translation (`keras-transformer translate-corpus`).
 
 Both run in this process by default (Beam's FnApiRunner; add
 `--direct_running_mode=multi_processing --direct_num_workers=N` for N local

@@ -21,14 +21,9 @@ import zlib
 
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
+from keras_transformer import run_folder
 from keras_transformer.batch_defaults import DEFAULT_IN_FLIGHT
-from keras_transformer.runtimes import (
-    Decoding,
-    check_runtime,
-    default_runtime,
-    model_config,
-    open_runtime,
-)
+from keras_transformer.runtimes import Decoding, check_runtime, default_runtime, open_runtime
 
 
 def batch_seed(seed, batch):
@@ -70,7 +65,7 @@ class ExportModelHandler(ModelHandler):
             raise ValueError(f"in_flight must be at least 1; got {in_flight}.")
         self.export_dir = str(export_dir)
         self.runtime = runtime
-        self.decoding = decoding.resolved(model_config(export_dir))
+        self.decoding = decoding.resolved(run_folder.model_config(export_dir))
         self.threads = threads
         self.in_flight = in_flight if runtime in ("saved_model", "keras") else 1
 

@@ -1,4 +1,4 @@
-"""Tokenizes a corpus once into TFRecord shards (`examples/prepare_data.py`),
+"""Tokenizes a corpus once into TFRecord shards (`keras-transformer prepare-data`),
 for `train.py --dataset prepared:DIR` (the folder's layout and how training
 reads it: `keras_transformer.data.prepared`).
 
@@ -18,7 +18,7 @@ import os
 import apache_beam as beam
 import tensorflow as tf
 
-from keras_transformer import data
+from keras_transformer import data, run_folder
 from keras_transformer.data import prepared
 from keras_transformer.pipelines.runner import check_output_folder, output_folder, pipeline_options
 
@@ -28,8 +28,8 @@ COUNTS = ("kept", "dropped", "source_tokens", "target_tokens")
 def _one_thread():
     """`tf.data.Options` that run a dataset in the thread reading it: no
     thread pool, no map made parallel or prefetch added by tf.data, and no
-    autotuning (which made such a pipeline wait: 1.4 s a part against 1.0 s
-    without it, for the same CPU time)."""
+    autotuning (which made such a pipeline wait: each part took longer for
+    the same CPU time)."""
     options = tf.data.Options()
     options.threading.private_threadpool_size = 1
     options.threading.max_intra_op_parallelism = 1
@@ -47,10 +47,11 @@ class _EncodePart(beam.DoFn):
 
     Each worker runs on one thread (`_one_thread`), a batch at a time:
     Beam's parallelism is its workers (Dataflow runs one per CPU). A worker
-    that also tokenized on a second thread, beside its Python, was 1.4x
-    faster alone but used 1.5 cores, so two of them on 2 cores could make
-    at most 1.3x of one. A batch travels as one element: every element
-    costs the runner's data plane more than writing it does."""
+    that also tokenized on a second thread, beside its Python, was faster
+    alone but used more than one core, so with a worker per core the
+    workers made less in all than with one thread each. A batch travels as
+    one element: every element costs the runner's data plane more than
+    writing it does."""
 
     def __init__(self, corpus, tokenizer_files, max_length, parts, shards, batch_size=256):
         self.corpus = corpus
@@ -61,7 +62,7 @@ class _EncodePart(beam.DoFn):
         self.batch_size = batch_size
 
     def setup(self):
-        self.tokenizer = data.tokenizer_from_files(self.tokenizer_files)
+        self.tokenizer = run_folder.tokenizer_from_files(self.tokenizer_files)
 
     def process(self, part):
         pairs = self.corpus.pairs("train", part=(part, self.parts), batch_size=self.batch_size)
@@ -88,7 +89,7 @@ class _WriteShard(beam.DoFn):
 
     Our own sink because Beam's `WriteToTFRecord` writes one element a
     record, so every pair would pass through the runner on its own (with
-    it, one worker's job took 9% longer: 37.7 s against 34.7 s)."""
+    it, one worker's job took longer)."""
 
     def __init__(self, folder, shards):
         self.folder = folder
@@ -147,7 +148,7 @@ def prepare_data(corpus, tokenizer, output, shards, max_length, beam_args=(), pa
     Args:
         corpus: a `data.Corpus` (`data.corpus(name, ...)`).
         tokenizer: the tokenizer to encode with (a run's, an imported
-            model's: `data.load_tokenizer`).
+            model's: `run_folder.load_tokenizer`).
         output: the folder to write (local, or remote such as gs://).
         shards: training shard files (at least the number of training
             workers that will read them).
@@ -171,14 +172,14 @@ def prepare_data(corpus, tokenizer, output, shards, max_length, beam_args=(), pa
     output = os.fspath(output)
     check_output_folder(output, overwrite, prepared.INFO_FILE)
     corpus.pairs("train")  # prepares a TFDS dataset, checks local files
-    files = data.tokenizer_files(tokenizer)
+    files = run_folder.tokenizer_files(tokenizer)
     parts = parts or shards
     info = {
         "format": prepared.FORMAT,
         "corpus": {"name": corpus.name, "kind": corpus.kind,
                    "source_language": corpus.source_language,
                    "target_language": corpus.target_language},
-        "tokenizer": {"checksum": data.tokenizer_checksum(files), "files": sorted(files),
+        "tokenizer": {"checksum": run_folder.tokenizer_checksum(files), "files": sorted(files),
                       "vocab_size": tokenizer.vocab_size,
                       "target_vocab_size": tokenizer.target_vocab_size,
                       "pad_id": tokenizer.pad_id, "bos_id": tokenizer.bos_id,

@@ -1,7 +1,7 @@
 """Translates many text files with an export or a run folder on Apache Beam
-(`examples/translate_corpus.py`): monolingual text for back-translation
+(`keras-transformer translate-corpus`): monolingual text for back-translation
 (Sennrich et al. 2016; Edunov et al. 2018), or any corpus too large for one
-`examples/translate.py` run.
+`keras-transformer translate` run.
 
 The pipeline: `Create(files)` -> each file's lines, read by `textfiles`'
 rules and numbered, with their length in tokens (the export's own tokenizer)
@@ -38,11 +38,11 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.ml.inference.base import RunInference
 
+from keras_transformer import run_folder
 from keras_transformer.batch_defaults import default_batch_tokens
-from keras_transformer.export.text_tokenizer import text_tokenizer
 from keras_transformer.pipelines.export_handler import ExportModelHandler
 from keras_transformer.pipelines.runner import check_output_folder, output_folder, pipeline_options
-from keras_transformer.runtimes import Decoding, check_runtime, default_runtime, model_config
+from keras_transformer.runtimes import Decoding, check_runtime, default_runtime
 from keras_transformer.textfiles import check_unicode_mark, decode_line
 
 MANIFEST = "translate_corpus.json"
@@ -71,7 +71,7 @@ class _ReadLines(beam.DoFn):
         self.limit = limit
 
     def setup(self):
-        self.tokenizer = text_tokenizer(self.export_dir)
+        self.tokenizer = run_folder.load_text_tokenizer(self.export_dir)
 
     def process(self, index):
         with FileSystems.open(self.files[index]) as stream:
@@ -172,7 +172,7 @@ def translate_corpus(export_dir, pattern, output, runtime=None, decoding=Decodin
     export_dir, output = os.fspath(export_dir), os.fspath(output)
     runtime = runtime or default_runtime(export_dir)
     check_runtime(export_dir, runtime, decoding)
-    config = model_config(export_dir)
+    config = run_folder.model_config(export_dir)
     limit = config["max_length"] - 1
     files = input_files(pattern)
     check_output_folder(output, overwrite, MANIFEST)

@@ -9,22 +9,11 @@ exactly: Hugging Face Marian (the OPUS-MT models), Hugging Face FSMT
 - `marian`, `fsmt`, `marian_release` (with `marian_npz`, which reads the
   release files into Hugging Face's layout): the formats; `weights`:
   reading safetensors without pickle and the shared layer layout;
-  `marian_vocabulary`, `fsmt_vocabulary` (plain Python, for the
-  TensorFlow-free ONNX runner), `marian_tokenizer` (TensorFlow ops) and
-  `fsmt_tokenizer` (Python behind the same interface): the tokenizers.
-
-Modules are imported on first use, so that the plain-Python vocabularies
-load without TensorFlow.
+  `marian_tokenizer` (TensorFlow ops) and `fsmt_tokenizer` (Python behind
+  the same interface): the tokenizers, on the plain-Python vocabularies of
+  `keras_transformer.vocabularies`.
 """
 
-import importlib
+from keras_transformer.pretrained.presets import from_preset, save_run
 
-_PRESET_NAMES = ("from_preset", "save_run")
-
-__all__ = list(_PRESET_NAMES)
-
-
-def __getattr__(name):
-    if name in _PRESET_NAMES:
-        return getattr(importlib.import_module("keras_transformer.pretrained.presets"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["from_preset", "save_run"]

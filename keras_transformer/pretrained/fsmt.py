@@ -28,7 +28,10 @@ import os
 
 import numpy as np
 
+from keras_transformer.layers import SinusoidalPositionalEncoding
+from keras_transformer.models import BASE, transformer
 from keras_transformer.pretrained import weights as checkpoint_weights
+from keras_transformer.pretrained.fsmt_tokenizer import FsmtTokenizer
 from keras_transformer.pretrained.marian import (
     activation,
     check_vocabulary_sizes,
@@ -55,7 +58,7 @@ def transformer_config(hf_config, unk_id=FAIRSEQ_UNK_ID, path="config.json"):
             fairseq's is 3).
         path: names the config in errors.
 
-    The training-recipe fields stay the paper's (`examples/train.py
+    The training-recipe fields stay the paper's (`keras-transformer train
     --init-from` switches to `fine_tuning_recipe`); decoding keeps the
     paper's GNMT length penalty 0.6 (FSMT's `length_penalty` is another
     formula) and takes the beam from `num_beams` when the config names one.
@@ -63,8 +66,6 @@ def transformer_config(hf_config, unk_id=FAIRSEQ_UNK_ID, path="config.json"):
     Raises:
         ValueError: a configuration this package cannot represent.
     """
-    from keras_transformer.models import BASE
-
     _check_architecture(hf_config, path)
     tied = bool(hf_config.get("tie_word_embeddings", False))
     # FSMTConfig's defaults where a key is missing or null; decoding starts
@@ -134,8 +135,6 @@ def load(directory, allow_pytorch_pickle=False):
             an output projection that is not the decoder embedding.
         ImportError: `sacremoses` (the Moses tokenizer) is not installed.
     """
-    from keras_transformer.pretrained.fsmt_tokenizer import FsmtTokenizer
-
     where = os.path.join(directory, "config.json")
     hf_config = read_config(directory, "fsmt")
     _check_architecture(hf_config, where)  # before reading the tokenizer: the clearer error first
@@ -148,8 +147,6 @@ def build(hf_config, checkpoint, tokenizer, where):
     """The `Transformer` of an FSMT config dict and its tensors (Hugging Face
     names), checked against the tokenizer; `where` names the source in
     errors."""
-    from keras_transformer.models import transformer
-
     config = transformer_config(hf_config, tokenizer.unk_id, where)
     source_vocab, target_vocab = hf_config["src_vocab_size"], hf_config["tgt_vocab_size"]
     _check_tokenizer(hf_config, tokenizer, config, source_vocab, target_vocab, where)
@@ -202,9 +199,6 @@ def _check_positions(table, config, name):
     (they are not trained; FSMT stores them anyway): row `pad_id` zero,
     the rows after it positions `pad_id + 1, ...`."""
     from keras import ops
-
-    from keras_transformer.layers import SinusoidalPositionalEncoding
-
     pad = config.pad_id
     if table.ndim != 2 or table.shape[1] != config.d_model or table.shape[0] <= pad + 1:
         raise ValueError(f"The checkpoint's {name} has shape {table.shape}; expected "

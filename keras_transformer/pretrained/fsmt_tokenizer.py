@@ -17,8 +17,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.pretrained.fsmt_vocabulary import FsmtVocabulary
-from keras_transformer.python_tokenize import python_tokenize
+from keras_transformer.vocabularies.fsmt import FsmtVocabulary
+from keras_transformer.data.python_tokenize import python_tokenize
 
 
 class FsmtTokenizer(tf.Module):

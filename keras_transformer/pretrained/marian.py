@@ -17,7 +17,9 @@ vocabularies are separate).
 import json
 import os
 
+from keras_transformer.models import BASE, transformer
 from keras_transformer.pretrained import weights as checkpoint_weights
+from keras_transformer.pretrained.marian_tokenizer import MarianTokenizer
 
 # Hugging Face's activation names -> Keras'. Both "swish" and "silu" are
 # x * sigmoid(x); HF's "gelu" is the exact (erf) form, as is Keras' default.
@@ -63,14 +65,12 @@ def activation(config, path):
 def transformer_config(hf_config, unk_id, path="config.json", **conventions):
     """A `TransformerConfig` equal in function to a `MarianConfig` dict.
 
-    The training-recipe fields stay the paper's (`examples/train.py
+    The training-recipe fields stay the paper's (`keras-transformer train
     --init-from` switches to `fine_tuning_recipe`); decoding keeps the
     paper's beam 4 and GNMT length penalty 0.6 unless the checkpoint names
     a beam. `conventions` override the Hugging Face port's `sinusoid` and
     `layer_norm_epsilon` (Marian's own releases use other ones).
     """
-    from keras_transformer.models import BASE
-
     missing = [key for key in REQUIRED_KEYS if key not in hf_config]
     if missing:
         raise ValueError(f"{path} lacks {missing}; it is not a complete Marian config.")
@@ -109,8 +109,6 @@ def load(directory, allow_pytorch_pickle=False):
         ValueError: not a Marian folder, a configuration this package cannot
             represent, missing or corrupt files, tensors of the wrong shape.
     """
-    from keras_transformer.pretrained.marian_tokenizer import MarianTokenizer
-
     hf_config = read_config(directory, "marian")
     tokenizer = MarianTokenizer.from_directory(directory)
     checkpoint = checkpoint_weights.read_checkpoint(directory, allow_pytorch_pickle)
@@ -121,8 +119,6 @@ def build(hf_config, checkpoint, tokenizer, where, **conventions):
     """The `Transformer` of a Marian config dict and its tensors (Hugging
     Face names), checked against the tokenizer; `where` names the source in
     errors; `conventions` as in `transformer_config`."""
-    from keras_transformer.models import transformer
-
     config = transformer_config(hf_config, tokenizer.unk_id, where, **conventions)
     source_vocab = hf_config["vocab_size"]
     target_vocab = (source_vocab if config.shared_vocabulary

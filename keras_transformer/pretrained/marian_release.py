@@ -16,6 +16,7 @@ import shutil
 import tempfile
 
 from keras_transformer.pretrained import marian, marian_npz
+from keras_transformer.pretrained.marian_tokenizer import MarianTokenizer
 
 
 def load(directory):
@@ -25,8 +26,6 @@ def load(directory):
         ValueError: files missing or unreadable, or a model this package
             cannot represent (see `marian_npz.read_marian_release`).
     """
-    from keras_transformer.pretrained.marian_tokenizer import MarianTokenizer
-
     release = marian_npz.read_marian_release(directory)
     # The tokenizer reads Hugging Face's files; write them from the release's
     # vocabulary into a scratch folder (it keeps their bytes in memory).

@@ -23,7 +23,7 @@ import os
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_transformer.pretrained.marian_vocabulary import (
+from keras_transformer.vocabularies.marian import (
     LANGUAGE_CODE_PREFIX_RE2,
     SOURCE_SPM,
     SPECIAL_TOKENS,

@@ -15,7 +15,7 @@ Formats, told apart by their files:
 import json
 import os
 
-from keras_transformer.textfiles import check_output, replace_folder
+from keras_transformer import run_folder
 
 HF_PREFIX = "hf://"
 # What a download fetches: configs, vocabularies, tokenizer models and
@@ -76,6 +76,9 @@ def from_preset(source, allow_pytorch_pickle=False):
     """
     directory = resolve(source, allow_pytorch_pickle)
     kind = detect_format(directory)
+    # The formats are imported once the folder is known to hold one: a bad
+    # source is refused before TensorFlow loads (and Marian's release files
+    # need PyYAML, of the pretrained extra).
     if kind == "marian":
         from keras_transformer.pretrained import marian
 
@@ -90,24 +93,9 @@ def from_preset(source, allow_pytorch_pickle=False):
 
 
 def save_run(model, tokenizer, output_dir, source=None, overwrite=False):
-    """Writes a run folder: `config.json`, the tokenizer's files,
-    `averaged.keras` and `pretrained.json` (where it came from), so that
-    `examples/translate.py`, `evaluate.py`, `visualize_attention.py`,
-    `export/export_model.py`, `Translator.from_directory` and `train.py
-    --init-from` read it like a training run.
-
-    Everything is written to a temporary folder beside `output_dir` and
-    moved into place at the end: an interrupted import leaves nothing
-    behind, and an existing folder is only replaced with `overwrite`.
-    """
-    output_dir = check_output(output_dir, overwrite, folder=True,
-                              option="overwrite=True (--overwrite)")
-    with replace_folder(output_dir, prefix=".import-") as scratch:
-        with open(os.path.join(scratch, "config.json"), "w") as file:
-            file.write(model.config.to_json())
-        tokenizer.save(scratch)
-        model.save(os.path.join(scratch, "averaged.keras"))
-        with open(os.path.join(scratch, "pretrained.json"), "w") as file:
-            json.dump({"source": source, "source_vocab_size": model.source_vocab_size,
-                       "target_vocab_size": model.target_vocab_size}, file, indent=2)
-    return output_dir
+    """Writes an imported model as a run folder (`run_folder.save_run`) that
+    every command reads like a training run's, with where it came from
+    (`source`) and its vocabularies' sizes in pretrained.json."""
+    return run_folder.save_run(model, tokenizer, output_dir, {
+        "source": source, "source_vocab_size": model.source_vocab_size,
+        "target_vocab_size": model.target_vocab_size}, overwrite=overwrite)

@@ -14,10 +14,9 @@ waiting and those being translated, over the workers): on an idle server
 the first sentence starts at once; a worker that frees while another
 decodes waits (at most `max_wait` after its first sentence came) until it
 holds about as many as that one. Taking whatever waited instead, one worker
-came to hold most of 32 clients' sentences in one long batch while the
-other cycled through a few stragglers: 91 sentences a second against 101
-with shares and 124 with shares and the wait (`benchmarks/serve_load.py`'s
-32 clients, 2 cores; the Translator on the whole list: 178).
+came to hold most of many clients' sentences in one long batch while the
+other cycled through a few stragglers, and the server answered fewer
+sentences a second (docs/benchmarks-log.md, "Serving over HTTP").
 
 A request whose sentences do not fit in the queue is refused whole
 (`QueueFull`), so memory stays bounded however many clients send.

@@ -22,12 +22,15 @@ import os
 
 import keras
 
+from keras_transformer import names
+
 STRATEGIES = {
-    "tensorflow": ("default", "mirrored", "multi_worker", "tpu"),
+    "tensorflow": names.STRATEGIES,
     "jax": ("default", "data-parallel"),
     "torch": ("default",),
 }
-ALL_STRATEGIES = ("default", "mirrored", "multi_worker", "tpu", "data-parallel")
+"""The `--strategy` names each Keras backend trains with (`names.ALL_STRATEGIES`
+in all)."""
 
 _INSTEAD = {
     ("jax", "mirrored"): "on JAX use --strategy data-parallel (keras.distribution)",
@@ -80,6 +83,9 @@ def keep_tensorflow_off_the_gpus():
     tf.config.set_visible_devices([], "GPU")
 
 
+# Each backend's pieces import its own trainer and checkpoints inside their
+# methods: a run never loads another backend's libraries, and `check` answers
+# while the command line is parsed.
 class TensorFlowPieces:
     """`tf.distribute` strategies, `Trainer`, TensorFlow checkpoints."""
 

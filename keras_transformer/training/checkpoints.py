@@ -105,6 +105,7 @@ class CheckpointCallback(_Saving):
 
     def __init__(self, directory, model, optimizer, strategy, keep=5, every_steps=None,
                  every_minutes=None):
+        # TensorFlow's, imported here: the module serves JAX and PyTorch runs too.
         import tensorflow as tf
 
         from keras_transformer.training.distribution import is_chief

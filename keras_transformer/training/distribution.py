@@ -8,9 +8,8 @@ import keras
 import tensorflow as tf
 
 from keras_transformer.cpu_features import check_bfloat16
-
-STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+from keras_transformer.names import STRATEGIES
+from keras_transformer.names import TRAINING_PRECISIONS as PRECISIONS
 
 
 def make_strategy(name="default", devices=None, tpu=None):

@@ -3,9 +3,8 @@
 Keras 3's Adam updates a variable with about ten element-wise TensorFlow
 ops (two moment updates, a square root, a division, three assignments),
 each a full pass over memory. TensorFlow's `ResourceApplyAdam` kernel does
-the same update in one pass (and has GPU, TPU and XLA kernels); for the
-base model's 63M parameters it made a float32 training step on CPU about 7%
-faster.
+the same update in one pass (and has GPU, TPU and XLA kernels), which
+makes a training step faster (docs/benchmarks-log.md, "Training").
 Its formula is Keras' (Kingma and Ba's, with the bias corrections folded
 into the step size), and the slots are Keras' own, so checkpoints are
 interchangeable with `keras.optimizers.Adam`.

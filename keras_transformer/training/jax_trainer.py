@@ -215,12 +215,12 @@ class JaxTrainer(TrainingLoop):
         Returns the `SUMS` of the update before this one: an update's
         statistics are read from the device only after the next update is
         dispatched, so that the device has that update queued while the
-        host waits, instead of idling while the host dispatches it (about
-        5 ms of each update of the base model on an H100 went so: JAX's
+        host waits, instead of idling while the host dispatches it (JAX's
         handling of the ~600 state arrays and XLA's launch of the update's
-        CUDA graph). `pending_sums` returns the last update's. The first
-        update of a batch shape (compiled in this call) returns its own
-        `SUMS` too, after waiting for them, to time its compilation. The
+        CUDA graph; docs/benchmarks-log.md, "On JAX and on GPUs").
+        `pending_sums` returns the last update's. The first update of a
+        batch shape (compiled in this call) returns its own `SUMS` too,
+        after waiting for them, to time its compilation. The
         micro-batches of the next update are put on the devices while this
         one runs."""
         batches, tokens = self._next or self._take(iterator)

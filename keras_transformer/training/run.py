@@ -1,19 +1,6 @@
 """A whole training run, from a dataset name to a trained, averaged model in
-an output folder (what `examples/train.py` calls).
-
-The output folder holds:
-    config.json         the `TransformerConfig` (the recipe included)
-    run.json            the options of the run and its data report
-    tokenizer.model     the shared SentencePiece model (and .vocab), or the
-                        tokenizer files of the run it was initialised from
-    checkpoints/        the last K training checkpoints (TensorFlow checkpoints
-                        on TensorFlow, safetensors files on JAX and PyTorch),
-                        saved.jsonl
-    logs/               TensorBoard event files and metrics.jsonl
-    model.keras         the final weights
-    averaged.keras      the mean of the last K checkpoints (the paper's
-                        checkpoint averaging), or the final weights where
-                        those validate better: the model to decode with
+a run folder (what `keras-transformer train` calls; the folder's layout:
+`run_folder`).
 
 Run the same command again on the same folder to resume a stopped run.
 
@@ -22,9 +9,9 @@ and the checkpoint format are the backend's (`training.backends`), and the
 model files are Keras' own, so that a run trained on JAX translates,
 evaluates and exports on TensorFlow.
 
-With `init_from` (`examples/train.py --init-from RUN`) the run fine-tunes:
-it starts from the weights, tokenizer and config of an earlier run or an
-imported pretrained model (`examples/import_pretrained.py`), with the
+With `init_from` (`keras-transformer train --init-from RUN`) the run
+fine-tunes: it starts from the weights, tokenizer and config of an earlier
+run or an imported pretrained model (`keras-transformer import`), with the
 learning-rate schedule of `fine_tuning_recipe`. A resumed fine-tuning run
 continues from its own checkpoints.
 """
@@ -38,16 +25,10 @@ import time
 import keras
 import tensorflow as tf
 
-from keras_transformer import data
-from keras_transformer.evaluation import BleuValidator
+from keras_transformer import data, run_folder
 from keras_transformer.models import PRESETS, TransformerConfig, transformer
-from keras_transformer.textfiles import (
-    check_output,
-    clean_text,
-    replace_file,
-    replace_path,
-    write_json,
-)
+from keras_transformer.vocabularies.sentencepiece_text import MODEL_FILE
+from keras_transformer.textfiles import check_output, clean_text
 from keras_transformer.training import backends
 from keras_transformer.training.checkpoints import (
     average_checkpoints,
@@ -62,50 +43,7 @@ from keras_transformer.training.schedule import (
     learning_rate_schedule,
     paper_optimizer,
 )
-
-
-@dataclasses.dataclass
-class RunOptions:
-    """Everything a training run needs besides the model's `TransformerConfig`.
-
-    `None` means "from the config" for `steps`, `batch_tokens` and
-    `keep_checkpoints` (its `train_steps`, `batch_tokens`,
-    `average_checkpoints`). `init_from` is a run folder to fine-tune from
-    (its config replaces `preset`, its tokenizer `vocab_size`).
-    `sentence_repeats` reads every training pair whose source is a whole
-    sentence that many times per pass (`data.repeat_full_sentences`; the
-    demo: 2, as Ding's sentences are 5% of its pairs); 1 reads the corpus as
-    it is, and prepared data (already tokenized) takes only 1.
-    """
-
-    output_dir: str
-    init_from: str | None = None
-    dataset: str = "ding"
-    source_language: str | None = None
-    target_language: str | None = None
-    data_dir: str | None = None
-    ding_path: str = data.ding.DEFAULT_PATH
-    preset: str = "small"
-    overrides: dict = dataclasses.field(default_factory=dict)
-    vocab_size: int = 8000
-    tokenizer_type: str = "bpe"
-    tokenizer_sentences: int = 1_000_000
-    strategy: str = "default"
-    precision: str = "float32"
-    xla: bool = False
-    steps: int | None = None
-    time_budget_minutes: float | None = None
-    batch_tokens: int | None = None
-    accumulation_steps: int = 1
-    checkpoint_every_steps: int | None = 500
-    checkpoint_every_minutes: float | None = None
-    keep_checkpoints: int | None = None
-    eval_every_steps: int = 500
-    bleu_sentences: int = 200
-    sentence_repeats: int = 1
-    shuffle_buffer: int = 20_000
-    seed: int = 1234
-    verbose: int = 1
+from keras_transformer.training.validation import BleuValidator
 
 
 class TimeBudget(keras.callbacks.Callback):
@@ -148,11 +86,12 @@ def resolve_config(options):
     resuming (new overrides must agree with it), else preset + overrides, or
     with `init_from` that run's config with the fine-tuning schedule +
     overrides."""
-    saved = os.path.join(options.output_dir, "config.json")
-    if options.init_from and os.path.exists(saved):
-        config = _init_run_config(options.output_dir)  # resuming: the initial run is not needed
+    resuming = run_folder.has_config(options.output_dir)
+    if options.init_from and resuming:
+        # Resuming: the initial run is not needed.
+        config = run_folder.load_config(options.output_dir)
     elif options.init_from:
-        config = fine_tuning_recipe(_init_run_config(options.init_from))
+        config = fine_tuning_recipe(run_folder.load_config(options.init_from))
     elif options.preset not in PRESETS:
         raise ValueError(f"Unknown preset {options.preset!r}; expected one of {sorted(PRESETS)}.")
     else:
@@ -160,8 +99,8 @@ def resolve_config(options):
     config = config.replace(**options.overrides)
     if options.batch_tokens:
         config = config.replace(batch_tokens=options.batch_tokens)
-    if os.path.exists(saved):
-        existing = TransformerConfig.from_file(saved)
+    if resuming:
+        existing = run_folder.load_config(options.output_dir)
         if existing != config:
             changed = sorted(k for k, v in config.to_dict().items() if existing.to_dict()[k] != v)
             raise ValueError(
@@ -171,22 +110,6 @@ def resolve_config(options):
     return config
 
 
-def _init_run_config(run_dir):
-    path = os.path.join(run_dir, "config.json")
-    if not os.path.isfile(path):
-        raise ValueError(f"--init-from {run_dir!r}: no config.json there; give a training run "
-                         "or a folder written by examples/import_pretrained.py.")
-    return TransformerConfig.from_file(path)
-
-
-def _init_weights(run_dir):
-    """The weights to fine-tune from: a run's averaged.keras, else model.keras."""
-    from keras_transformer.decoding.translator import load_model_and_tokenizer
-
-    model, _ = load_model_and_tokenizer(run_dir)
-    return model.get_weights()
-
-
 def prepare_tokenizer(options, corpus, chief):
     """Trains the shared SentencePiece model on the training split, or loads
     the run's (or, fine-tuning, the initial run's, copied into this one; or,
@@ -194,22 +117,22 @@ def prepare_tokenizer(options, corpus, chief):
     worker of a multi-machine run builds the same model; only the chief
     keeps it in the output folder. Prepared data refuses a run or initial
     run with another tokenizer."""
-    path = os.path.join(options.output_dir, "tokenizer.model")
     prepared = isinstance(corpus, data.PreparedCorpus)
-    if data.has_tokenizer(options.output_dir):
-        tokenizer = data.load_tokenizer(options.output_dir)
+    if run_folder.has_tokenizer(options.output_dir):
+        tokenizer = run_folder.load_tokenizer(options.output_dir)
         if prepared:
             corpus.check_tokenizer(tokenizer, options.output_dir)
         return tokenizer
     if options.init_from or prepared:
-        tokenizer = (data.load_tokenizer(options.init_from) if options.init_from
+        tokenizer = (run_folder.load_tokenizer(options.init_from) if options.init_from
                      else corpus.load_tokenizer())
         if prepared:
             corpus.check_tokenizer(tokenizer, options.init_from or corpus.directory)
         if chief:
             tokenizer.save(options.output_dir)
         return tokenizer
-    return data.train_corpus_tokenizer(corpus, path if chief else None, options.vocab_size,
+    path = os.path.join(options.output_dir, MODEL_FILE) if chief else None
+    return data.train_corpus_tokenizer(corpus, path, options.vocab_size,
                                        options.tokenizer_sentences, options.seed,
                                        model_type=options.tokenizer_type)
 
@@ -232,7 +155,7 @@ def run_training(options):
 def _train(options):
     backend = backends.current()
     strategy = backend.strategy(options.strategy)  # first: it sets what TensorFlow sees
-    found = checkpoint_format(os.path.join(options.output_dir, "checkpoints"))
+    found = checkpoint_format(run_folder.checkpoints_dir(options.output_dir))
     if found and found != backend.checkpoint_format:
         raise ValueError(
             f"{options.output_dir} holds {found} checkpoints, which the Keras backend "
@@ -251,15 +174,15 @@ def _train(options):
                          "--sentence-repeats.")
     with _removed_if_setup_fails(options.output_dir, chief):
         tokenizer = prepare_tokenizer(options, corpus, chief)
-        start = latest_step(os.path.join(options.output_dir, "checkpoints"))
+        start = latest_step(run_folder.checkpoints_dir(options.output_dir))
         # Fine-tuning starts from the initial run's weights; a resumed run
         # restores its own checkpoint instead (and needs no initial run).
-        initial_weights = _init_weights(options.init_from) if options.init_from and not start else None
+        initial_weights = (run_folder.load_model(options.init_from).get_weights()
+                           if options.init_from and not start else None)
         if chief:
-            with replace_file(os.path.join(options.output_dir, "config.json")) as file:
-                file.write(config.to_json())
-    return _train_from(options, backend, strategy, chief, config, corpus, tokenizer, start,
-                       initial_weights)
+            run_folder.write_config(options.output_dir, config)
+    return _train_from(options, _Setup(backend, strategy, chief, config, corpus, tokenizer, start,
+                                       initial_weights))
 
 
 @contextlib.contextmanager
@@ -279,40 +202,59 @@ def _removed_if_setup_fails(output_dir, chief):
         raise
 
 
-def _train_from(options, backend, strategy, chief, config, corpus, tokenizer, start,
-                initial_weights):
-    checkpoint_dir = os.path.join(options.output_dir, "checkpoints")
-    steps = options.steps or config.train_steps
-    replicas = backend.replicas(strategy)
-    fixed_shapes = backend.fixed_shapes(options.xla)
-    micro_batch_tokens = config.batch_tokens // options.accumulation_steps
+@dataclasses.dataclass
+class _Setup:
+    """What `_train` prepares and `_train_from` trains with."""
+
+    backend: backends.TensorFlowPieces  # or a subclass: the Keras backend's pieces
+    strategy: object
+    chief: bool
+    config: TransformerConfig
+    corpus: object
+    tokenizer: object
+    start: int
+    initial_weights: list | None
+
+
+def _training_input(options, setup, micro_batch_tokens, replicas, fixed_shapes):
+    """The training batches, and the length report of the training pairs."""
+    config, corpus, start = setup.config, setup.corpus, setup.start
     if isinstance(corpus, data.PreparedCorpus):
         # Token ids from shards, each worker reading its own files, resumed
         # where the checkpoint left the data (see data.prepared).
         report = corpus.length_report(config.max_length)
-        train_batches = backend.training_input(corpus.training_input(
+        return report, setup.backend.training_input(corpus.training_input(
             micro_batch_tokens, config.max_length, options.shuffle_buffer, options.seed,
             pad_id=config.pad_id, start_step=start, accumulation_steps=options.accumulation_steps,
-            batch_multiple=1 if backend.name == "tensorflow" else replicas,
+            batch_multiple=1 if setup.backend.name == "tensorflow" else replicas,
             fixed_shapes=fixed_shapes), replicas)
-    else:
-        # The first pass (the length report's) tokenizes and fills the cache;
-        # training reads the cache, tf.data autotuned again (no tokenizing,
-        # so no Python: see data.encode_pairs). Blocks of pairs: see
-        # data.encode_blocks.
-        pairs = data.repeat_full_sentences(corpus.pairs("train"), options.sentence_repeats)
-        encoded = data.encode_blocks(pairs, tokenizer).cache()
-        report = data.length_report(encoded, config.max_length)
-        train_batches = data.autotuned(data.block_token_batches(
-            encoded.repeat(), micro_batch_tokens, config.max_length, batch_multiple=replicas,
-            shuffle_buffer=options.shuffle_buffer, seed=options.seed + start, pad_id=config.pad_id,
-            fixed_shapes=fixed_shapes,
-        ).prefetch(tf.data.AUTOTUNE))
+    # The first pass (the length report's) tokenizes and fills the cache;
+    # training reads the cache, tf.data autotuned again (no tokenizing, so no
+    # Python: see data.encode_pairs). Blocks of pairs: see data.encode_blocks.
+    pairs = data.repeat_full_sentences(corpus.pairs("train"), options.sentence_repeats)
+    encoded = data.encode_blocks(pairs, setup.tokenizer).cache()
+    report = data.length_report(encoded, config.max_length)
+    return report, data.autotuned(data.block_token_batches(
+        encoded.repeat(), micro_batch_tokens, config.max_length, batch_multiple=replicas,
+        shuffle_buffer=options.shuffle_buffer, seed=options.seed + start, pad_id=config.pad_id,
+        fixed_shapes=fixed_shapes,
+    ).prefetch(tf.data.AUTOTUNE))
+
+
+def _train_from(options, setup):
+    backend, strategy, config, tokenizer = setup.backend, setup.strategy, setup.config, \
+        setup.tokenizer
+    steps = options.steps or config.train_steps
+    replicas = backend.replicas(strategy)
+    fixed_shapes = backend.fixed_shapes(options.xla)
+    micro_batch_tokens = config.batch_tokens // options.accumulation_steps
+    report, train_batches = _training_input(options, setup, micro_batch_tokens, replicas,
+                                            fixed_shapes)
     print(f"Training data: {report}.")
     if options.sentence_repeats > 1:
         print(f"(Pairs whose source is a whole sentence are read {options.sentence_repeats} "
               "times a pass, and counted so.)")
-    validation_pairs = corpus.pairs("validation")
+    validation_pairs = setup.corpus.pairs("validation")
     validation_batches = data.token_batches(
         data.encode_pairs(validation_pairs, tokenizer), micro_batch_tokens, config.max_length,
         batch_multiple=replicas, pad_id=config.pad_id, fixed_shapes=fixed_shapes,
@@ -323,32 +265,33 @@ def _train_from(options, backend, strategy, chief, config, corpus, tokenizer, st
 
     with backend.scope(strategy):
         model = transformer(config, tokenizer.vocab_size, tokenizer.target_vocab_size)
-        if initial_weights is not None:
-            model.set_weights(initial_weights)
+        if setup.initial_weights is not None:
+            model.set_weights(setup.initial_weights)
         schedule = learning_rate_schedule(config, total_steps=steps)
         optimizer = paper_optimizer(config, schedule)
         trainer = backend.trainer(model, optimizer, strategy, config.label_smoothing,
                                   options.accumulation_steps, options.xla)
     keep = options.keep_checkpoints or config.average_checkpoints
-    callbacks = [backend.checkpoints(checkpoint_dir, trainer, strategy, keep=keep,
+    callbacks = [backend.checkpoints(run_folder.checkpoints_dir(options.output_dir), trainer,
+                                     strategy, keep=keep,
                                      every_steps=options.checkpoint_every_steps,
                                      every_minutes=options.checkpoint_every_minutes)]
     if options.time_budget_minutes:
         callbacks.append(TimeBudget(options.time_budget_minutes, schedule, steps))
     print(f"Training {model.count_params() / 1e6:.1f}M parameters on {backend.name}, "
-          f"{replicas} replica(s), from step {start} to {steps}, {config.batch_tokens} tokens "
-          "per update.")
+          f"{replicas} replica(s), from step {setup.start} to {steps}, {config.batch_tokens} "
+          "tokens per update.")
     started = time.monotonic()
     history = trainer.train(
         train_batches, steps, callbacks=callbacks, steps_per_epoch=options.eval_every_steps,
         validation_data=validation_batches, validators=validators,
-        log_dir=os.path.join(options.output_dir, "logs"), verbose=options.verbose,
+        log_dir=run_folder.logs_dir(options.output_dir), verbose=options.verbose,
     )
     summary = {
         "options": dataclasses.asdict(options),
         "data": dataclasses.asdict(report),
         "replicas": replicas,
-        "start_step": start,
+        "start_step": setup.start,
         "backend": backend.name,
         "final_step": trainer.step,
         "training_seconds": time.monotonic() - started,
@@ -356,14 +299,13 @@ def _train_from(options, backend, strategy, chief, config, corpus, tokenizer, st
     }
     if getattr(trainer, "first_updates", None):
         summary["compiled_shapes"] = _compilation_report(trainer.first_updates)
-    if chief:
-        with replace_path(os.path.join(options.output_dir, "model.keras")) as path:
-            model.save(path)
+    if setup.chief:
+        run_folder.save_model(options.output_dir, model)
     # Every worker evaluates (the evaluation is collective); the chief saves.
     summary["averaging"] = _average_if_better(options.output_dir, keep, model, trainer,
-                                              validation_batches, save=chief)
-    if chief:
-        write_json(os.path.join(options.output_dir, "run.json"), summary)
+                                              validation_batches, save=setup.chief)
+    if setup.chief:
+        run_folder.write_report(options.output_dir, summary)
         print(f"Saved model.keras and averaged.keras in {options.output_dir}.")
     return summary
 
@@ -389,15 +331,14 @@ def _average_if_better(output_dir, last, model, trainer, validation_batches, sav
     kept."""
     final_weights = model.get_weights()
     final = trainer.evaluate(validation_batches)["perplexity"]
-    paths = checkpoint_paths(os.path.join(output_dir, "checkpoints"))[-last:]
+    paths = checkpoint_paths(run_folder.checkpoints_dir(output_dir))[-last:]
     average_checkpoints(model, paths)
     averaged = trainer.evaluate(validation_batches)["perplexity"]
     kept = "final weights" if final < averaged else "average"
     if kept != "average":
         model.set_weights(final_weights)
     if save:
-        with replace_path(os.path.join(output_dir, "averaged.keras")) as path:
-            model.save(path)
+        run_folder.save_model(output_dir, model, averaged=True)
         print(f"Validation perplexity {averaged:.2f} for the average of {len(paths)} checkpoints "
               f"({', '.join(os.path.basename(p) for p in paths)}), {final:.2f} for the final "
               f"weights: averaged.keras holds the {kept}.")
@@ -405,23 +346,20 @@ def _average_if_better(output_dir, last, model, trainer, validation_batches, sav
             "val_perplexity_final": final, "kept": kept}
 
 
-def average_run(output_dir, last=None, model=None, output_file="averaged.keras"):
+def average_run(output_dir, last=None, model=None, output_file=None):
     """Averages the last `last` checkpoints of a run (default: its config's
-    `average_checkpoints`) and saves the model as `output_file` in the run.
+    `average_checkpoints`) and saves the model as `output_file` in the run
+    (default: averaged.keras).
 
     `model` defaults to the run's `model.keras`. Returns the checkpoint paths
     averaged. The file is written to a temporary name and moved into place.
     """
     if model is None:
-        from keras_transformer.decoding.translator import load_transformer
-
-        model = load_transformer(os.path.join(output_dir, "model.keras"))
+        model = run_folder.load_transformer(run_folder.model_path(output_dir))
     last = last or model.config.average_checkpoints
-    paths = checkpoint_paths(os.path.join(output_dir, "checkpoints"))[-last:]
+    paths = checkpoint_paths(run_folder.checkpoints_dir(output_dir))[-last:]
     average_checkpoints(model, paths)
-    target = os.path.join(output_dir, output_file)
-    with replace_path(target) as partial:
-        model.save(partial)
+    target = run_folder.save_model(output_dir, model, averaged=True, model_file=output_file)
     print(f"Averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)}) "
           f"into {target}.")
     return paths

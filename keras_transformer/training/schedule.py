@@ -113,7 +113,7 @@ def paper_optimizer(config, schedule=None):
     TensorFlow's fused kernel: the same results, faster); on JAX and
     PyTorch, `keras.optimizers.Adam` with the same arguments.
     """
-    if keras.backend.backend() == "tensorflow":
+    if keras.backend.backend() == "tensorflow":  # imported here: it imports TensorFlow
         from keras_transformer.training.fused_adam import FusedAdam as adam
     else:
         adam = keras.optimizers.Adam

@@ -8,13 +8,12 @@ first whose predicted updates in the budget reach `min_updates`, else the
 narrowest: a fast machine keeps the preset, a slower one trades width for
 updates.
 
-Measured for the demo (small preset, Ding German-English, 15 minutes, 2
-cores, float32 with oneDNN capped at AVX2, test sentences, alpha 0.6): d_model 256
-made 2,163 updates and reached chrF 20.1; d_model 192 (d_ff 768, about 0.63
-of the step's cost) made 3,060-3,261 updates in three runs, chrF 20.3-21.6
-(mean 21.0); d_model 128 (0.42 of the cost) made 4,504, chrF 20.9 at a higher
-validation perplexity than 192. The threshold of 3,000 predicted updates
-sits between 256 and 192 there (see docs/benchmarks.md).
+For the demo (small preset, Ding German-English, 15 minutes on 2 cores,
+float32 with oneDNN capped at AVX2), d_model 192 (d_ff 768) made more
+updates than the preset's 256 and reached a higher chrF on the test
+sentences; d_model 128 made more updates still but did no better than 192,
+at a higher validation perplexity. The threshold of 3,000 predicted updates
+sits between 256 and 192 there (docs/benchmarks-log.md, "Results of the demo").
 """
 
 import time
@@ -22,13 +21,7 @@ import time
 import keras
 import numpy as np
 
-WIDTHS = (256, 192, 128)
-"""The demo's ladder of `d_model` values, each with `d_ff = 4 * d_model`
-and the preset's heads (4 for the small preset: 64, 48 and 32 dimensions
-each)."""
-
-MIN_UPDATES = 3000
-"""Predicted updates in the budget a width must reach to be chosen."""
+from keras_transformer.names import MIN_UPDATES, WIDTHS
 
 
 def narrowed(config, width):
@@ -50,6 +43,8 @@ def synthetic_step(config, vocab_size, batch, length, precision="float32", xla=F
     """One training update of a fresh model of `config` on a fixed random
     batch (`batch` x `length` tokens), as a callable returning the loss:
     the library's `Trainer` step, as training runs it, for timing."""
+    # TensorFlow's trainer, imported here: `random_batch` serves the JAX
+    # benchmark where TensorFlow is not installed.
     import tensorflow as tf
 
     from keras_transformer.models import transformer

@@ -52,9 +52,8 @@ class Trainer(TrainingLoop):
         self.optimizer = optimizer
         # No autograph: the steps' loops run over Python ranges and tuples and
         # the model branches on settings, not tensors, so its rewriting of every
-        # function a trace reaches changed nothing and cost a fifth of a small
-        # run's training time (60 updates of the resume test's model: 4.5 CPU-s
-        # without it, 5.5-5.9 with).
+        # function a trace reaches changed nothing and cost time at every
+        # trace: a small run's training was slower with it.
         self._compute = tf.function(self._gradients_and_statistics, jit_compile=jit_compile,
                                     autograph=False)
         # One update from an iterator over the distributed dataset; returns the
@@ -71,8 +70,8 @@ class Trainer(TrainingLoop):
         # is a few element-wise passes over the logits, and a step of one
         # shape took as long with it compiled (base model, 37,000-token
         # vocabulary, 32 x 64 tokens, on CPU), while every new batch shape
-        # (about 650 on Ding) paid a compile: 150 updates of the small preset
-        # on Ding took 237 s with it against 160 s without.
+        # (about 650 on Ding) paid a compile, so a run on Ding's batches
+        # took longer with it than without.
         return token_statistics(labels, logits, self.label_smoothing, self.pad_id)
 
     def _gradients_and_statistics(self, inputs, labels, global_tokens):

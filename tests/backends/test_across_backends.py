@@ -47,6 +47,7 @@ def exchange(tmp_path_factory):
     return folder, models
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", [partner()])
 @pytest.mark.parametrize("name", sorted(small_models()))
 def test_a_model_saved_here_gives_the_same_logits_on_another_backend(exchange, name, backend):
@@ -59,6 +60,7 @@ def test_a_model_saved_here_gives_the_same_logits_on_another_backend(exchange, n
     np.testing.assert_allclose(there["steps"], expected, atol=TOLERANCE)  # cached decoding
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", [partner()])
 @pytest.mark.parametrize("name", sorted(small_models()))
 def test_a_model_saved_on_another_backend_loads_here(exchange, name, backend):
@@ -82,6 +84,7 @@ def test_a_model_saved_on_another_backend_loads_here(exchange, name, backend):
         assert loaded.loss.pad_id == model.config.pad_id
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", [partner()])
 def test_a_compiled_model_keeps_the_papers_loss_and_optimizer_on_another_backend(exchange,
                                                                                   backend):

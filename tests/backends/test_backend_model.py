@@ -125,8 +125,8 @@ def _numpy_greedy(model, source):
 
 
 def test_the_keras_greedy_search_matches_a_numpy_greedy_search(model):
-    # What validates a run training on this backend (`decoding.keras_greedy`).
-    from keras_transformer.decoding.keras_greedy import greedy_tokens
+    # What validates a run training on this backend (`training.validation`).
+    from keras_transformer.training.validation import greedy_tokens
 
     config = model.config
     model.config = config.replace(decode_margin=5)

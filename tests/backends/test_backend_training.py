@@ -129,6 +129,7 @@ def test_schedule_matches_the_formula():
     assert float(numpy(restored(10))) == float(numpy(schedule(10)))
 
 
+@pytest.mark.slow
 def test_fit_with_the_papers_loss_and_schedule_saves_and_loads(tmp_path, learning_seed):
     keras.utils.set_random_seed(learning_seed)
     config = CONFIG.replace(warmup_steps=10)
@@ -157,6 +158,7 @@ def test_fit_with_the_papers_loss_and_schedule_saves_and_loads(tmp_path, learnin
     assert loaded.evaluate(inputs, labels, batch_size=32, verbose=0) == pytest.approx(after, rel=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     BACKEND != "jax",
     reason="shown on JAX, to keep the suite's time: fit is checked on every backend by the "
@@ -207,6 +209,7 @@ def _scheduled_trainer():
     return config, schedule, trainer
 
 
+@pytest.mark.slow
 def test_the_learning_rate_follows_a_schedule_moved_while_training():
     # `TimeBudget` moves `LinearDecaySchedule.total_steps` between updates;
     # this backend's compiled update must read its value of the moment (on

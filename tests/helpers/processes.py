@@ -83,7 +83,7 @@ print(json.dumps({"default": [t.decode() for t in default["translations"].numpy(
 # got imported.
 ONNX_ONLY_PROCESS = """
 import json, sys
-from keras_transformer.export import OnnxTranslator
+from keras_transformer.runtimes.onnx_runner import OnnxTranslator
 translations = OnnxTranslator(sys.argv[1]).translate(json.loads(sys.argv[2]))
 print(json.dumps({"translations": translations,
                   "loaded": sorted({"tensorflow", "keras"} & set(sys.modules))}))
@@ -93,7 +93,7 @@ print(json.dumps({"translations": translations,
 # TensorFlow or Keras got imported.
 CTRANSLATE2_ONLY_PROCESS = """
 import json, sys
-from keras_transformer.export import CTranslate2Translator
+from keras_transformer.runtimes.ctranslate2_runner import CTranslate2Translator
 translations = CTranslate2Translator(sys.argv[1]).translate(json.loads(sys.argv[2]), beam_size=1)
 print(json.dumps({"translations": translations,
                   "loaded": sorted({"tensorflow", "keras"} & set(sys.modules))}))

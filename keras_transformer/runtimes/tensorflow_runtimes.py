@@ -1,0 +1,66 @@
+"""The runtimes that run on TensorFlow: a run folder's (or an export's)
+Keras model through the `Translator`, and an export's text SavedModel.
+Imported when one of them is opened (`runtime.open_runtime`)."""
+
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the SentencePiece ops; tensorflow/text#315)
+
+from keras_transformer import run_folder
+from keras_transformer.decoding import Sampling, Translator
+from keras_transformer.runtimes.runtime import Runtime, cleaned
+
+
+class KerasRuntime(Runtime):
+    """The `Translator` over a run folder's (or an export's) model.keras."""
+
+    name = "keras"
+
+    def __init__(self, path, decoding, threads=None, in_flight=1):
+        super().__init__(path, decoding, threads, in_flight)
+        sampling = Sampling(decoding.sampling_topk, decoding.sampling_temperature, decoding.seed) \
+            if decoding.sampling else None
+        self.translator = Translator.from_directory(
+            path, beam_size=decoding.beam_size, alpha=decoding.alpha,
+            decode_margin=decoding.decode_margin, in_flight=in_flight, sampling=sampling)
+
+    def _translate(self, sentences, n_best, seed):
+        if self.decoding.sampling:
+            n_best = 1
+        return self.translator.translate(sentences, n_best=n_best, seed=seed,
+                                         on_overlong=lambda indexes, limit: None)
+
+
+class SavedModelRuntime(Runtime):
+    """An export's text SavedModel: its `translate` signature (tf-text's
+    SentencePiece and the beam search in the graph), or `sample`."""
+
+    name = "saved_model"
+
+    def __init__(self, path, decoding, threads=None, in_flight=1):
+        super().__init__(path, decoding, threads, in_flight)
+        folder = run_folder.export_part(path, "saved_model")
+        self.model = tf.saved_model.load(folder)
+        if decoding.sampling and "sample" not in self.model.signatures:
+            raise ValueError(f"{folder} has no sample signature (exported before it existed); "
+                             "export the run again to sample with it.")
+
+    def _translate(self, sentences, n_best, seed):
+        return self._in_parts(sentences, lambda part: self._search(part, n_best, seed))
+
+    def _search(self, sentences, n_best, seed):
+        settings = self.decoding
+        text = tf.constant([s.encode("utf-8") for s in cleaned(sentences)], tf.string)
+        margin = tf.constant(settings.decode_margin, tf.int32)
+        if settings.sampling:
+            outputs = self.model.signatures["sample"](
+                text=text, top_k=tf.constant(settings.sampling_topk, tf.int32),
+                temperature=tf.constant(settings.sampling_temperature, tf.float32),
+                seed=tf.constant(seed, tf.int32), decode_margin=margin)
+            return [[(t.decode("utf-8", errors="replace"), 0.0)]
+                    for t in outputs["translations"].numpy().reshape(-1)]
+        outputs = self.model.signatures["translate"](
+            text=text, beam_size=tf.constant(settings.beam_size, tf.int32),
+            alpha=tf.constant(settings.alpha, tf.float32), decode_margin=margin)
+        return [[(t.decode("utf-8", errors="replace"), float(s)) for t, s in zip(texts, scores)]
+                [:n_best] for texts, scores in zip(outputs["translations"].numpy(),
+                                                    outputs["scores"].numpy())]

@@ -1,0 +1,305 @@
+"""`keras-transformer serve`: LibreTranslate's request and answer shapes
+(a string, a list, a form; the official client unchanged), each error class
+with its status, concurrent requests batched together and each answered as
+the Translator answers that sentence alone, a burst beyond the queue turned
+away with 503 and Retry-After and the server recovering, SIGTERM with
+requests in flight (each answered, exit status 0), and the page translating
+typed text in Chromium. Traffic goes to 127.0.0.1 only, bounded in count
+and time."""
+
+import asyncio
+import concurrent.futures
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+from starlette.testclient import TestClient
+
+from helpers import processes
+from helpers.chromium import CHROMIUM, Browser
+from helpers.small_run import WORDS
+from keras_transformer import runtimes
+from keras_transformer.decoding import Translator
+from keras_transformer.serving import Batcher, Settings, create_app
+
+SERVE = processes.ROOT + "/examples/serve.py"
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    """Not reseeded between tests (conftest's `_seed`): reseeding drops the
+    SentencePiece resources of the module's tokenizers (see `Tokenizer`),
+    and nothing here draws random numbers."""
+
+
+def _sentences(count, seed):
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=rng.integers(1, 9))) for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def translator(small_run):
+    return Translator.from_directory(str(small_run))
+
+
+@pytest.fixture(scope="module")
+def runtime(small_run):
+    return runtimes.open_runtime(str(small_run), in_flight=1)
+
+
+@pytest.fixture(scope="module")
+def client(runtime):
+    app = create_app(Settings(runtime, "de", "en", max_request_bytes=4096, max_queue=8))
+    # Faults are answered by the application (500), not raised into the test.
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client
+
+
+def _post(client, body=None, **kwargs):
+    response = client.post("/translate", **({"json": body} if body is not None else kwargs))
+    return response.status_code, response.json()
+
+
+@pytest.mark.slow
+def test_libretranslate_requests_and_answers(client, translator):
+    one, many = "das Haus ist groß", ["der Baum", "", "klein und groß"]
+    best = translator.translate([one], n_best=3)[0]
+    assert _post(client, {"q": one, "source": "de", "target": "en"}) == \
+        (200, {"translatedText": best[0][0]})
+    expected = translator.translate(many)
+    assert _post(client, {"q": many, "source": "de", "target": "en"}) == \
+        (200, {"translatedText": expected})
+    assert _post(client, data={"q": one, "source": "de", "target": "en"}) == \
+        (200, {"translatedText": best[0][0]})
+    assert _post(client, files={"q": (None, one), "source": (None, "de"),
+                                "target": (None, "en")}) == (200, {"translatedText": best[0][0]})
+    assert _post(client, {"q": one, "source": "de", "target": "en", "alternatives": 2}) == \
+        (200, {"translatedText": best[0][0], "alternatives": [best[1][0], best[2][0]]})
+    status, answer = _post(client, {"q": many, "source": "auto", "target": "en",
+                                    "alternatives": "1", "format": "text"})
+    assert status == 200 and answer["translatedText"] == expected
+    assert [len(others) for others in answer["alternatives"]] == [1, 1, 1]
+    assert answer["detectedLanguage"] == [{"confidence": 100.0, "language": "de"}] * 3
+    assert client.get("/languages").json() == [
+        {"code": "de", "name": "German", "targets": ["en"]},
+        {"code": "en", "name": "English", "targets": []}]
+    health = client.get("/health").json()
+    assert health["status"] == "ok" and health["runtime"] == "keras"
+    assert health["max_alternatives"] == 3
+
+
+def test_each_error_class_has_its_status_and_a_json_message(client, runtime, monkeypatch):
+    good = {"q": "der Baum", "source": "de", "target": "en"}
+    refused = [
+        (dict(content=b"{not json", headers={"Content-Type": "application/json"}), 400,
+         "not JSON"),
+        (dict(json=["der Baum"]), 400, "must be a JSON object"),
+        (dict(json={"source": "de", "target": "en"}), 400, "missing q parameter"),
+        (dict(json=good | {"q": ""}), 400, "missing q parameter"),
+        (dict(json=good | {"q": 5}), 400, "q must be a string or a list of strings"),
+        (dict(json=good | {"q": ["a", 2]}), 400, "q must be a string or a list of strings"),
+        (dict(json={"q": "x", "source": "de"}), 400, "missing target parameter"),
+        (dict(json=good | {"source": "fr"}), 400, "fr -> en is not translated here"),
+        (dict(json=good | {"target": "de"}), 400, "de -> de is not translated here"),
+        (dict(json=good | {"format": "html"}), 400, "format 'html' is not supported"),
+        (dict(json=good | {"alternatives": 4}), 400, "alternatives must be from 0 to 3"),
+        (dict(json=good | {"alternatives": "many"}), 400, "alternatives must be a whole number"),
+        (dict(json=good | {"alternatives": "--3"}), 400, "alternatives must be a whole number"),
+        (dict(data={"q": "der Baum", "source": "de", "target": "en", "alternatives": "\u00b2"}),
+         400, "alternatives must be a whole number"),
+        (dict(json=good | {"q": "x" * 5000}), 413, "over this server's limit of 4096 bytes"),
+        (dict(json=good | {"q": ["x"] * 9}), 413, "9 sentences are more than this server queues"),
+    ]
+    for request, status, message in refused:
+        response = client.post("/translate", **request)
+        assert response.status_code == status, (request, response.text)
+        assert message in response.json()["error"], (request, response.text)
+    assert client.get("/translate").status_code == 405
+    assert client.get("/nowhere").json() == {"error": "Not Found"}
+    # A fault of the server's own: 500, and the next request is answered.
+    monkeypatch.setattr(runtime, "translate", lambda *args, **kwargs: 1 / 0)
+    assert _post(client, good) == (500, {"error": "Internal error: ZeroDivisionError"})
+    monkeypatch.undo()
+    assert _post(client, good)[0] == 200
+    metrics = client.get("/metrics").text
+    assert 'translation_requests_total{path="/translate",status="413"} 2.0' in metrics
+    assert 'translation_requests_total{path="other",status="404"} 1.0' in metrics
+
+
+def test_api_keys_are_required_when_given(runtime):
+    app = create_app(Settings(runtime, "de", "en", api_keys={"key-1"}))
+    with TestClient(app) as client:
+        good = {"q": "der Baum", "source": "de", "target": "en"}
+        assert _post(client, good) == (403, {"error": "Invalid API key"})
+        assert _post(client, good | {"api_key": "key-2"}) == (403, {"error": "Invalid API key"})
+        assert _post(client, good | {"api_key": ["key-1"]}) == (403, {"error": "Invalid API key"})
+        assert _post(client, good | {"api_key": "key-1"})[0] == 200
+        assert client.get("/languages").status_code == 200
+
+
+class _Echo:
+    """A runtime that answers each sentence with itself, a word a token."""
+
+    max_source_tokens = 100
+
+    def __init__(self):
+        self.batches = []
+
+    def source_lengths(self, sentences):
+        return [len(text.split()) for text in sentences]
+
+    def translate(self, sentences, n_best=1):
+        self.batches.append(len(sentences))
+        return [[(text, 0.0)] for text in sentences]
+
+
+def test_stopping_the_batcher_answers_everything_queued():
+    # Queued before the workers start, then stopped: every sentence is
+    # answered, in batches of the workers' shares.
+    runtime = _Echo()
+    batcher = Batcher(runtime, max_wait=10.0, workers=2)
+    sentences = [f"sentence {index}" for index in range(7)]
+
+    async def main():
+        pending = asyncio.ensure_future(batcher.translate(sentences))
+        await asyncio.sleep(0)  # queued
+        assert batcher.queued == 7
+        batcher._stopping = True  # as stop() does, before any worker runs
+        batcher.start()
+        answers = await asyncio.wait_for(pending, 30)
+        await asyncio.to_thread(batcher.stop)
+        return answers
+
+    answers = asyncio.run(main())
+    assert [found[0][0] for found in answers] == sentences
+    assert sum(runtime.batches) == 7 and max(runtime.batches) == 4, runtime.batches
+
+
+# ------------------------------------------------------------ real servers
+
+
+def _start(model, *options):
+    """`serve MODEL OPTIONS` on a free loopback port, once it answers /health."""
+    port, = processes.free_ports(1)
+    process = subprocess.Popen([sys.executable, SERVE, str(model), "--port", str(port),
+                                "--source-language", "de", "--target-language", "en", *options],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=processes.environment())
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()[0][-3000:]
+        try:
+            urllib.request.urlopen(url + "health", timeout=5)
+            return process, url
+        except OSError:
+            time.sleep(0.2)
+    process.kill()
+    raise TimeoutError("the server did not start")
+
+
+def _request(url, body, timeout=60):
+    """POST /translate: `(status, answer, headers)` (headers by any case)."""
+    request = urllib.request.Request(url + "translate", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read()), response.headers
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read()), error.headers
+
+
+@pytest.fixture(scope="module")
+def server(small_run):
+    process, url = _start(small_run, "--max-wait-ms", "20")
+    yield url
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0
+
+
+def _metric(url, name):
+    text = urllib.request.urlopen(url + "metrics", timeout=10).read().decode()
+    return float(re.search(rf"^{name} (\S+)$", text, re.M).group(1))
+
+
+@pytest.mark.slow
+def test_concurrent_requests_are_batched_and_answered_as_each_sentence_alone(server, translator):
+    sentences = _sentences(24, seed=3)
+    expected = [translator.translate([sentence])[0] for sentence in sentences]
+    batches_before = _metric(server, "translation_batch_sentences_count")
+    with concurrent.futures.ThreadPoolExecutor(len(sentences)) as threads:
+        answers = list(threads.map(lambda s: _request(server, {"q": s, "source": "de",
+                                                               "target": "en"}), sentences))
+    assert [status for status, _, _ in answers] == [200] * len(sentences)
+    assert [answer["translatedText"] for _, answer, _ in answers] == expected
+    batches = _metric(server, "translation_batch_sentences_count") - batches_before
+    assert batches < len(sentences), "no two requests shared a batch"
+
+
+def test_the_official_libretranslate_client_works_unchanged(server, translator):
+    from libretranslatepy import LibreTranslateAPI
+
+    client = LibreTranslateAPI(server)
+    assert client.translate("das Haus ist groß", "de", "en") == \
+        translator.translate(["das Haus ist groß"])[0]
+    assert [language["code"] for language in client.languages()] == ["de", "en"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (Debian: apt-get "
+                                             "install chromium)")
+def test_the_page_translates_typed_text_in_chromium(server, translator, tmp_path):
+    lines = ["das Haus ist groß", "der Baum"]
+    best = translator.translate(lines, n_best=4)
+    browser = Browser(tmp_path / "profile")
+    try:
+        browser.open(server)
+        assert browser.wait_for('document.getElementById("pair").textContent.includes("→") && '
+                                'document.getElementById("pair").textContent') == "German → English"
+        browser.evaluate(f'document.getElementById("source").value = {json.dumps(chr(10).join(lines))};'
+                         'document.getElementById("translate").click(); true')
+        shown = browser.wait_for('(text => text !== "…" && text)('
+                                 'document.getElementById("translation").textContent)')
+        assert shown == "\n".join(row[0][0] for row in best)
+        alternatives = browser.evaluate('[...document.querySelectorAll("#alternatives li")]'
+                                        '.map(item => item.textContent)')
+        assert alternatives == [f"{line}: {text}" for line, row in enumerate(best, start=1)
+                                for text, _ in row[1:]]
+    finally:
+        browser.close()
+
+
+@pytest.mark.slow
+def test_a_burst_beyond_the_queue_is_turned_away_and_sigterm_answers_what_is_in_flight(small_run):
+    # One worker, a queue of 4 sentences, batches that wait 300 ms to fill.
+    process, url = _start(small_run, "--max-queue", "4", "--workers", "1", "--max-wait-ms", "300")
+    try:
+        body = {"q": "das Haus ist groß", "source": "de", "target": "en"}
+        with concurrent.futures.ThreadPoolExecutor(16) as threads:
+            burst = list(threads.map(lambda _: _request(url, body), range(16)))
+        statuses = sorted(status for status, _, _ in burst)
+        assert set(statuses) == {200, 503} and statuses.count(200) >= 4, statuses
+        for status, answer, headers in burst:
+            if status == 503:
+                assert headers["Retry-After"] == "1" and "queue is full" in answer["error"]
+        assert _request(url, body)[0] == 200  # recovered
+
+        # SIGTERM while three requests wait in the queue: each is answered.
+        with concurrent.futures.ThreadPoolExecutor(3) as threads:
+            in_flight = [threads.submit(_request, url, body | {"q": text})
+                         for text in _sentences(3, seed=5)]
+            time.sleep(0.1)
+            process.send_signal(signal.SIGTERM)
+            assert [future.result()[0] for future in in_flight] == [200] * 3
+        output, _ = process.communicate(timeout=60)
+        assert process.returncode == 0, output[-3000:]
+        with pytest.raises(OSError):
+            urllib.request.urlopen(url + "health", timeout=5)
+    finally:
+        process.kill()
