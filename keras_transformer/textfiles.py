@@ -422,3 +422,52 @@ def write_json(path, value):
     with replace_file(path) as file:
         json.dump(value, file, indent=2, ensure_ascii=False, default=str)
         file.write("\n")
+
+
+def read_bytes(path):
+    """The whole file `path` (a document translated whole: HTML, .docx).
+
+    Raises:
+        ValueError: the file cannot be read (missing, a folder, not
+            readable); the message names it.
+    """
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except FileNotFoundError:
+        raise ValueError(f"{path} does not exist.") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a folder; give a file.") from None
+    except OSError as error:
+        raise ValueError(f"{path} cannot be read: {error.strerror or error}.") from None
+
+
+def decode_text(data, name):
+    """A whole text file's bytes under the rules in the module docstring,
+    its line breaks kept: `(text, warnings)` (one sentence for each kind of
+    repair, as `repair_warnings`)."""
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8):]
+    check_unicode_mark(data[:4], name)
+    lines, replaced, nul = [], [], []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        text, bad, zero = decode_line(line)
+        lines.append(text)
+        if bad:
+            replaced.append(number)
+        if zero:
+            nul.append(number)
+    return "\n".join(lines), repair_warnings(name, replaced, nul)
+
+
+def write_output(path, content):
+    """Writes a whole document (str, as UTF-8, or bytes) to `path`,
+    replacing it whole, or to standard output when `path` is None."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    if path is None:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    with replace_file(path, "wb") as file:
+        file.write(data)

@@ -17,9 +17,11 @@ import pytest
 
 from helpers.processes import ROOT
 
-PACKAGES = ["layers", "models", "training", "data", "decoding", "export", "pretrained", "serving"]
+PACKAGES = ["layers", "models", "training", "data", "decoding", "export", "pretrained", "serving",
+            "documents"]
 GUIDE = ["Layers", "The model and presets", "Training", "Translating and evaluating",
-         "Export and serving", "Pretrained models", "Benchmarks", "Bad input", "Development"]
+         "Export and serving", "Serving real clients", "Pretrained models", "Benchmarks",
+         "Bad input", "Development"]
 API = [f"keras_transformer.{name}" for name in PACKAGES[:5] + ["evaluation"] + PACKAGES[5:]]
 
 # Debian's chromium, as root and offline: no sandbox (root), and nothing

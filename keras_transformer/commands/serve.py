@@ -1,17 +1,23 @@
-"""Serves a model over HTTP: LibreTranslate's API, a page to try it, batches
-shared by concurrent requests.
+"""Serves translation models over HTTP, with LibreTranslate's API and a page to try them.
 
     keras-transformer serve runs/ding                       # http://127.0.0.1:5000/
     keras-transformer serve exports/ding --runtime ctranslate2 --port 8080
+    keras-transformer serve runs/opus-de-en runs/opus-en-fr  # de, en, fr; de -> fr via en
     curl -s 127.0.0.1:5000/translate -H 'Content-Type: application/json' \\
-        -d '{"q": "Guten Morgen!", "source": "de", "target": "en"}'
+        -d '{"q": "Guten Morgen! Wie geht es?", "source": "auto", "target": "en"}'
 
-MODEL is a run folder (or an imported model), translated by the
+Each MODEL is a run folder (or an imported model), translated by the
 Translator, or an export, translated by its SavedModel (the default),
-CTranslate2 or ONNX runtime (--runtime). The API is LibreTranslate's: POST
-/translate (q a string or a list; alternatives for the next best), GET
-/languages, and GET /health, GET /metrics (Prometheus), GET / (the page).
-Sentences of concurrent requests are translated together: a batch takes
+CTranslate2, ONNX or LiteRT runtime (--runtime), each with its own runtime,
+one model a language pair. The API is LibreTranslate's: POST /translate (q a
+string or a list; format text or html; source auto to detect each text's
+language; alternatives for the next best), POST /detect, POST
+/translate_file (.txt, .html, .docx) and GET /download_file, GET
+/languages, and GET /health, GET /metrics (Prometheus), GET / (the page). A
+pair no model translates, but two do through English, goes through
+English. Texts are split into sentences, HTML into the text of its blocks
+with its markup kept (docs/serving-clients.md). Sentences of concurrent
+requests are translated together, in each model's own queue: a batch takes
 what is waiting, up to --batch-tokens, at once on an idle server, else once
 it holds its share of the work in hand or its first sentence has waited
 --max-wait-ms; --max-queue sentences may wait, and requests beyond get 503
@@ -28,7 +34,7 @@ import signal
 import socket
 
 from keras_transformer import cli, run_folder, runtimes
-from keras_transformer.batch_defaults import default_batch_tokens, share_cores
+from keras_transformer.batch_defaults import share_cores
 
 cli.use_tensorflow_backend()
 
@@ -39,18 +45,19 @@ INTERRUPTED = "the server stopped after answering the requests in flight"
 def parser():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=cli.HelpFormatter)
-    p.add_argument("model", metavar="MODEL", help="a run folder, an imported model or an export")
+    p.add_argument("models", metavar="MODEL", nargs="+",
+                   help="a run folder, an imported model or an export; one a language pair")
     p.add_argument("--runtime", choices=runtimes.RUNTIMES,
-                   help="default: keras for a run folder; an export's saved_model, else "
-                        "ctranslate2, else onnx")
+                   help="every model's runtime (default: keras for a run folder; an export's "
+                        "saved_model, else ctranslate2, else onnx, else litert)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=cli.non_negative_int, default=5000)
     p.add_argument("--api-keys", metavar="FILE",
                    help="keys, one a line; POST /translate then needs api_key")
-    p.add_argument("--source-language", help="the model's source language code (default: "
-                                             "what its folder says)")
-    p.add_argument("--target-language", help="the model's target language code")
+    p.add_argument("--languages", metavar="SOURCE-TARGET", nargs="+",
+                   help="each MODEL's language pair, in order (de-en; default: what each "
+                        "folder says)")
     decoding = p.add_argument_group("decoding")
     cli.add_search_arguments(decoding, "beam width; a request's alternatives go up to it less "
                                        "one")
@@ -69,6 +76,11 @@ def parser():
                         help="sentences that may wait; beyond, 503 with Retry-After")
     limits.add_argument("--max-request-bytes", type=cli.positive_int, default=262144,
                         help="the largest request body; beyond, 413")
+    limits.add_argument("--max-file-bytes", type=cli.positive_int, default=8 * 2**20,
+                        help="the largest file POST /translate_file takes")
+    limits.add_argument("--files-dir",
+                        help="where translated files wait to be downloaded (default: a "
+                             "temporary folder)")
     p.add_argument("--access-log", action="store_true", help="log every request")
     cli.add_verbose_argument(p)
     return p
@@ -104,42 +116,69 @@ def check_address(host, port):
         return host == "localhost"
 
 
+def language_pairs(parser, args):
+    """Each model's `(source, target)`: `--languages`, else its folder's."""
+    if args.languages and len(args.languages) != len(args.models):
+        parser.error(f"--languages gives {len(args.languages)} pair(s) for {len(args.models)} "
+                     "MODEL(s); give one SOURCE-TARGET a model, in order")
+    pairs = []
+    for index, model in enumerate(args.models):
+        if args.languages:
+            source, _, target = args.languages[index].lower().partition("-")
+            if not source or not target:
+                parser.error(f"--languages {args.languages[index]!r}: write a pair as "
+                             "SOURCE-TARGET, such as de-en")
+            pairs.append((source, target))
+            continue
+        pair = run_folder.languages(model)
+        if not pair or not all(pair):
+            raise ValueError(f"{model} does not say which languages it translates; give "
+                             "--languages (codes such as de-en, one a MODEL).")
+        pairs.append(tuple(pair))
+    if len(set(pairs)) < len(pairs):
+        raise ValueError(f"Two models translate the same pair ({pairs}); serve one a pair.")
+    return pairs
+
+
 def main():
     p = parser()
     args = p.parse_args()
     keys = read_api_keys(args.api_keys) if args.api_keys else None
     decoding = runtimes.Decoding(args.beam_size, args.alpha, args.decode_margin)
-    runtime_name = args.runtime or runtimes.default_runtime(args.model)
-    runtimes.check_runtime(args.model, runtime_name, decoding)
-    pair = (args.source_language, args.target_language)
-    if not all(pair):
-        known = run_folder.languages(args.model) or (None, None)
-        pair = tuple(given or found for given, found in zip(pair, known))
-    if not all(pair):
-        raise ValueError(f"{args.model} does not say which languages it translates; give "
-                         "--source-language and --target-language (codes such as de and en).")
+    chosen = []
+    for model in args.models:
+        runtime_name = args.runtime or runtimes.default_runtime(model)
+        runtimes.check_runtime(model, runtime_name, decoding)
+        chosen.append(runtime_name)
+    pairs = language_pairs(p, args)
     if not check_address(args.host, args.port) and keys is None:
         cli.warn(f"listening on {args.host}, which other machines may reach, without "
                  "--api-keys: anyone who reaches it can use the model.")
     try:  # the serve extra's packages, imported where missing ones get their one line
         import uvicorn
 
-        from keras_transformer.serving import Settings, create_app
+        from keras_transformer.serving import ServedModel, Settings, create_app
     except ImportError as error:
         raise ImportError(f"serve needs {error.name}: pip install "
                           "\"keras-transformer[serve]\"") from None
-    share_cores(args.workers)
-    runtime = runtimes.open_runtime(args.model, runtime_name, decoding, args.threads,
-                                    in_flight=1)
-    runtime.translate(["."])  # traces the search before the first request
+    share_cores(args.workers * len(args.models))
+    models = []
+    for model, runtime_name, (source, target) in zip(args.models, chosen, pairs):
+        runtime = runtimes.open_runtime(model, runtime_name, decoding, args.threads, in_flight=1)
+        runtime.translate(["."])  # traces the search before the first request
+        models.append(ServedModel(runtime, source, target))
+    if len({model.name for model in models}) < len(models):  # two folders of one name
+        for index, model in enumerate(models):
+            model.name = f"{model.name}-{index + 1}"
     settings = Settings(
-        runtime, *pair, api_keys=keys, max_request_bytes=args.max_request_bytes,
-        max_queue=args.max_queue,
-        batch_tokens=args.batch_tokens or default_batch_tokens(runtime.decoding.beam_size),
-        max_wait=args.max_wait_ms / 1000, workers=args.workers)
+        models, api_keys=keys, max_request_bytes=args.max_request_bytes,
+        max_file_bytes=args.max_file_bytes, max_queue=args.max_queue,
+        batch_tokens=args.batch_tokens, max_wait=args.max_wait_ms / 1000, workers=args.workers,
+        files_dir=args.files_dir)
     shown = f"[{args.host}]" if ":" in args.host else args.host
-    print(f"Serving {args.model} ({runtime.name} runtime, {pair[0]} -> {pair[1]}) on "
-          f"http://{shown}:{args.port}/", flush=True)
+    served = ", ".join(f"{model.name} ({model.runtime.name} runtime, {model.source} -> "
+                       f"{model.target})" for model in models)
+    print(f"Serving {served} on http://{shown}:{args.port}/", flush=True)
     # uvicorn stops gracefully on SIGTERM (no new connections, the requests in
     # flight answered), then raises the signal again with the handler it
     # found: a quiet one makes that the end of a clean exit, status 0.

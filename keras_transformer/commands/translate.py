@@ -1,24 +1,36 @@
-"""Translates sentences, one a line, from standard input or a file.
+"""Translates text, a line at a time, from standard input or a file; or an
+HTML or .docx file whole.
 
-    echo "Guten Morgen!" | keras-transformer translate runs/ding
+    echo "Guten Morgen! Wie geht es dir?" | keras-transformer translate runs/ding
     keras-transformer translate runs/ding --input de.txt --output en.txt --beam-size 4
+    keras-transformer translate runs/ding --input page.html --output page.en.html
+    keras-transformer translate runs/ding --input letter.docx --output letter.en.docx
 
 Defaults are the model's, the paper's unless its run chose otherwise (the
 demo chooses the length penalty): beam 4, length penalty 0.6, output up to
 the input length + 50 tokens. --sampling-topk K draws each translation from the
 model's distribution instead (the K most likely tokens, 0 for all), as
-back-translation wants it. Every input line gives one output line: empty and blank
-lines give empty lines; bytes that are not UTF-8 are replaced, and lines
-longer than the model accepts are cut, each with a warning naming the lines
-(--overlong error refuses them instead, before translating). --output is
-written whole, only when every line is translated, and never replaces a
-file without --overwrite.
+back-translation wants it. Every input line gives one output line: a line of
+several sentences is split into them (by the rules of the model's source
+language, --source-language to choose), they are translated and joined back
+with the line's own spacing (--no-split, or --n-best, takes each line as one
+input); empty and blank lines give empty lines; bytes that are not UTF-8 are
+replaced, and sentences longer than the model accepts are cut, each with a
+warning naming their lines (--overlong error refuses them instead, before
+translating). --output is written whole, only when everything is
+translated, and never replaces a file without --overwrite.
 
-Files of any size: the input is read --window lines at a time, each window
-sorted by length, cut into batches of --batch-tokens source tokens and
-translated, and its lines written in their order, so that memory does not
-grow with the file. A progress line (lines, tokens per second, time left)
-shows on standard error when it is a terminal.
+An --input ending in .html or .htm (or --format html) is translated as one
+HTML document: the text of its blocks, its tags, attributes, comments and
+entities kept, its inline tags around the words they marked; one ending in
+.docx as a Word document (--output required): every paragraph, table cell,
+header and footer, each run's formatting kept (docs/serving-clients.md).
+
+Files of any size: text is read --window lines at a time, the sentences of
+each window sorted by length, cut into batches of --batch-tokens source
+tokens and translated, and its lines written in their order, so that memory
+does not grow with the file. A progress line (lines, tokens per second,
+time left) shows on standard error when it is a terminal.
 
 --runtime translates an export (keras-transformer export) with one of its
 formats, as serve does: saved_model, ctranslate2, onnx or litert
@@ -29,10 +41,15 @@ formats, as serve does: saved_model, ctranslate2, onnx or litert
 
 import argparse
 import itertools
+import os
+import sys
 
-from keras_transformer import cli, runtimes, textfiles
+from keras_transformer import cli, documents, run_folder, runtimes, textfiles
 from keras_transformer.batch_defaults import DEFAULT_WINDOW, share_cores
 from keras_transformer.names import OVERLONG, RUNTIMES
+
+DOCUMENT_EXTENSIONS = {".html": "html", ".htm": "html", ".docx": "docx"}
+"""Inputs translated as one document, by extension."""
 
 cli.use_tensorflow_backend()
 
@@ -47,55 +64,158 @@ def windows(lines, size):
         yield start, window
 
 
-def refuse_overlong_lines(translator, source, lines, window):
-    """--overlong error: every line is measured before any is translated;
-    an error names the lines longer than the model accepts."""
-    too_long = [start + i + 1 for start, chunk in windows(lines, window)
-                for i in translator.too_long(chunk)]
-    cli.overlong_lines(source, too_long, translator.model.config.max_source_tokens, refuse=True)
-
-
 def n_best_line(hypotheses):
     """One output line of `--n-best`: each translation and its score, tab
     separated."""
     return "\t".join(f"{text}\t{score:.4f}" for text, score in hypotheses)
 
 
-def translate_with_runtime(args, source, lines):
-    """Translates the lines with an export's runtime (`--runtime`), window
-    by window as the Translator does (`runtimes.translate_sorted`)."""
-    decoding = runtimes.Decoding(args.beam_size, args.alpha, args.decode_margin,
-                                 args.sampling_topk, args.sampling_temperature, args.seed)
-    runtime = runtimes.open_runtime(args.run_dir, args.runtime, decoding, args.threads)
-    limit = runtime.max_source_tokens
+class TranslatorEngine:
+    """What translates the sentences: the `Translator` on a run folder."""
+
+    def __init__(self, translator):
+        self.translator = translator
+        self.limit = translator.model.config.max_source_tokens
+
+    def lengths(self, sentences):
+        return self.translator.source_lengths(sentences)
+
+    def translate(self, sentences, n_best, on_batch):
+        return self.translator.translate(sentences, n_best=n_best, on_batch=on_batch,
+                                         on_overlong=lambda indexes, limit: None)
+
+    def translate_aligned(self, sentences, marked):
+        """The translations, and the alignments of those at indexes `marked`
+        (a dict), all kept by the search where any is asked for."""
+        if not marked:
+            return self.translate(sentences, None, None), {}
+        found = self.translator.translate(sentences, aligned=True,
+                                          on_overlong=lambda indexes, limit: None)
+        return [translation for translation, _ in found], {
+            index: alignment for index, (_, alignment) in enumerate(found)}
+
+
+class RuntimeEngine:
+    """What translates the sentences: an export's runtime (`--runtime`),
+    batched as the Translator batches (`runtimes.translate_sorted`)."""
+
+    def __init__(self, runtime, batch_tokens, batch_size):
+        self.runtime, self.batch_tokens, self.batch_size = runtime, batch_tokens, batch_size
+        self.limit = runtime.max_source_tokens
+
+    def lengths(self, sentences):
+        return self.runtime.source_lengths(sentences)
+
+    def translate(self, sentences, n_best, on_batch):
+        results = runtimes.translate_sorted(self.runtime, sentences, n_best or 1,
+                                            self.batch_tokens, self.batch_size,
+                                            on_batch=on_batch)
+        return results if n_best else [row[0][0] for row in results]
+
+    def translate_aligned(self, sentences, marked):
+        """The translations, and the alignments of those at indexes `marked`
+        (a dict), by the runtime's `align`."""
+        found = self.translate(sentences, None, None)
+        alignments = self.runtime.align([sentences[i] for i in marked],
+                                        [found[i] for i in marked]) if marked else []
+        return found, dict(zip(marked, alignments))
+
+
+def overlong_lines(engine, read, start):
+    """The numbers (from 1) of the lines among the documents `read` (those
+    of lines `start`, `start + 1`, ...) that hold a sentence longer than the
+    model accepts."""
+    owners = [start + index + 1 for index, document in enumerate(read)
+              for _ in document.sentences]
+    lengths = engine.lengths([sentence for document in read for sentence in document.sentences])
+    return sorted({line for line, length in zip(owners, lengths) if length > engine.limit})
+
+
+def translate_lines(args, engine, source, lines, language):
+    """Translates text a window of lines at a time: each line's sentences
+    (split unless --no-split or --n-best), the window's sentences searched
+    together, each line joined back."""
+    split = not (args.no_split or args.n_best)
+
+    def read_line(line):
+        """A line as a document; a blank one gives an empty line."""
+        return documents.TextDocument(line if line.strip() else "", language, split)
+
     if args.overlong == "error":
-        lines = list(lines)
-        cli.overlong_lines(source.name, [i + 1 for i, n in enumerate(runtime.source_lengths(lines))
-                                         if n > limit], limit, refuse=True)
+        if args.input is None:  # standard input can be read only once
+            lines = list(lines)
+        for start, window in windows(lines if args.input is None
+                                     else textfiles.LineStream(args.input), args.window):
+            cli.overlong_lines(source.name, overlong_lines(engine, [read_line(line)
+                                                                    for line in window], start),
+                               engine.limit, refuse=True)
     progress = cli.Progress(textfiles.count_lines(args.input) if args.input else None)
     with textfiles.line_writer(args.output) as write:
         for start, window in windows(lines, args.window):
             for note in source.new_warnings():
                 cli.warn(note)
-            cli.overlong_lines(source.name, [start + i + 1 for i, n in enumerate(
-                runtime.source_lengths(window)) if n > limit], limit, refuse=False)
-            results = runtimes.translate_sorted(runtime, window, args.n_best or 1,
-                                                args.batch_tokens, args.batch_size,
-                                                on_batch=progress.update)
-            if args.n_best:
-                write([n_best_line(row) for row in results])
+            read = [read_line(line) for line in window]
+            cli.overlong_lines(source.name, overlong_lines(engine, read, start), engine.limit,
+                               refuse=False)
+            results = iter(engine.translate([sentence for document in read
+                                             for sentence in document.sentences],
+                                            args.n_best, progress.update))
+            if args.n_best:  # one sentence a line
+                write([n_best_line(next(results)) for _ in read])
             else:
-                write([row[0][0] for row in results])
+                write([document.render([next(results) for _ in document.sentences])
+                       for document in read])
     progress.close()
+
+
+def translate_document(args, engine, language, kind):
+    """Translates the whole --input as one HTML or .docx document and writes
+    --output (standard output for HTML without it)."""
+    data = textfiles.read_bytes(args.input) if args.input else sys.stdin.buffer.read()
+    name = args.input or "standard input"
+    if kind == "docx":
+        try:  # the serve extra's: imported where its absence gets one line
+            from keras_transformer.documents.docx import DocxDocument
+        except ImportError as error:
+            raise ImportError(f"translating a .docx needs {error.name}: pip install "
+                              "\"keras-transformer[serve]\"") from None
+        document = DocxDocument(data, language)
+    else:
+        text, notes = textfiles.decode_text(data, name)
+        for note in notes:
+            cli.warn(note)
+        document = documents.HtmlDocument(text, language)
+    lengths = engine.lengths(document.sentences)
+    too_long = sum(length > engine.limit for length in lengths)
+    if too_long and args.overlong == "error":
+        raise ValueError(f"{name}: {too_long} sentence(s) exceeded the model's {engine.limit} "
+                         "tokens; shorten or split them, or leave out --overlong error to cut them.")
+    if too_long:
+        cli.warn(f"{name}: {too_long} sentence(s) exceeded the model's {engine.limit} tokens; "
+                 "only their first tokens were translated.")
+
+    translations, alignments = engine.translate_aligned(document.sentences,
+                                                        documents.marked_sentences([document]))
+    result, = documents.render_documents([document], translations, alignments)
+    textfiles.write_output(args.output, result)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=cli.HelpFormatter)
     parser.add_argument("run_dir", help="a training output folder (or an export, with --runtime)")
-    parser.add_argument("--input", help="the sentences, one a line (default: standard input)")
-    parser.add_argument("--output", help="the translations, one a line (default: standard "
-                                            "output)")
+    parser.add_argument("--input", help="the text, a line at a time, or an .html, .htm or .docx "
+                                        "file translated whole (default: standard input)")
+    parser.add_argument("--output", help="the translations, one a line, or the translated "
+                                         "document (default: standard output)")
+    parser.add_argument("--format", choices=("text", "html"),
+                        help="how to read the input (default: html for an .html or .htm "
+                             "--input, else text)")
+    parser.add_argument("--no-split", action="store_true",
+                        help="translate each line as one input, not sentence by sentence")
+    parser.add_argument("--source-language",
+                        help="the language whose rules split sentences (default: the model's "
+                             "source language where its folder says it, else English)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     parser.add_argument("--model-file", help="the weights in the run folder (default: "
                                                 "averaged.keras, else model.keras)")
@@ -134,10 +254,24 @@ def main():
         parser.error("--threads is for the ctranslate2, onnx and litert runtimes (TensorFlow "
                      "takes TF_NUM_INTRAOP_THREADS); give --runtime or leave it out")
 
+    kind = DOCUMENT_EXTENSIONS.get(os.path.splitext(args.input or "")[1].lower(), "text")
+    if kind == "docx" and (args.format or not args.output):
+        parser.error("a .docx --input is translated whole into a .docx: give --output FILE.docx, "
+                     "and no --format")
+    kind = args.format or kind
+    if kind != "text" and (args.n_best or args.no_split):
+        parser.error("--n-best and --no-split are for text; an HTML or .docx input is "
+                     "translated sentence by sentence")
+    language = args.source_language or (run_folder.languages(args.run_dir) or ("en",))[0]
+
     # Everything that can be wrong with the files is found before the model
     # is loaded.
     if args.output:
         textfiles.check_output(args.output, args.overwrite)
+    if kind != "text":
+        engine = open_engine(args, by_runtime)
+        translate_document(args, engine, language, kind)
+        return
     source = textfiles.LineStream(args.input)
     lines = iter(source)
     first = next(lines, None)
@@ -146,38 +280,25 @@ def main():
         textfiles.write_lines([], args.output)
         return
     lines = itertools.chain([first], lines)
+    translate_lines(args, open_engine(args, by_runtime), source, lines, language)
 
+
+def open_engine(args, by_runtime):
+    """The `TranslatorEngine` or `RuntimeEngine` the options ask for."""
     if by_runtime:
-        translate_with_runtime(args, source, lines)
-        return
+        decoding = runtimes.Decoding(args.beam_size, args.alpha, args.decode_margin,
+                                     args.sampling_topk, args.sampling_temperature, args.seed)
+        return RuntimeEngine(runtimes.open_runtime(args.run_dir, args.runtime, decoding,
+                                                   args.threads),
+                             args.batch_tokens, args.batch_size)
     share_cores()
     # After parsing: the TensorFlow side loads once the options are known good.
     from keras_transformer.decoding import Sampling, Translator
 
     sampling = None if args.sampling_topk is None else Sampling(
         args.sampling_topk, args.sampling_temperature, args.seed)
-    translator = Translator.from_directory(
+    return TranslatorEngine(Translator.from_directory(
         args.run_dir, model_file=args.model_file, beam_size=args.beam_size, alpha=args.alpha,
         decode_margin=args.decode_margin, batch_tokens=args.batch_tokens,
         batch_size=args.batch_size, precision=args.precision, overlong=args.overlong,
-        sampling=sampling)
-    if args.overlong == "error":
-        if args.input is None:  # standard input can be read only once
-            lines = list(lines)
-        refuse_overlong_lines(translator, source.name,
-                              lines if args.input is None else textfiles.LineStream(args.input),
-                              args.window)
-    progress = cli.Progress(textfiles.count_lines(args.input) if args.input else None)
-    with textfiles.line_writer(args.output) as write:
-        for start, window in windows(lines, args.window):
-            for note in source.new_warnings():
-                cli.warn(note)
-            results = translator.translate(
-                window, n_best=args.n_best, on_batch=progress.update,
-                on_overlong=lambda indexes, limit, start=start: cli.overlong_lines(
-                    source.name, [start + i + 1 for i in indexes], limit, refuse=False))
-            if args.n_best:
-                results = [n_best_line(row) for row in results]
-            write(results)
-    progress.close()
-
+        sampling=sampling))

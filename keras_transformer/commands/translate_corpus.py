@@ -16,9 +16,10 @@ translate_corpus.json (files, line counts, settings). --sampling-topk K
 draws each translation from the model's distribution instead of beam search
 (Edunov et al. 2018: sampled back-translations train better models).
 Input files are read
-as translate.py reads them: bytes that are not UTF-8 are replaced and lines
-longer than the model accepts are cut, each with a warning naming the
-lines. A local --output appears whole, only when every line is translated:
+as translate reads them: a line of several sentences is split into them and
+joined back with its own spacing (--no-split takes a line as one input),
+bytes that are not UTF-8 are replaced and sentences longer than the model
+accepts are cut, each with a warning naming the lines. A local --output appears whole, only when every line is translated:
 after a kill, run the same command again. Arguments this command does not
 know are Apache Beam pipeline options (--runner, --project, ...).
 """
@@ -56,6 +57,11 @@ def parser():
                    help="translation files to write (0: the runner chooses)")
     p.add_argument("--parallel-corpus", action="store_true",
                    help="also write corpus/train.tsv: translation TAB source")
+    p.add_argument("--no-split", action="store_true",
+                   help="translate each line as one input, not sentence by sentence")
+    p.add_argument("--source-language",
+                   help="the language whose rules split sentences (default: the model's source "
+                        "language where its folder says it, else English)")
     p.add_argument("--threads", type=cli.positive_int,
                    help="CPU threads of a CTranslate2, ONNX or LiteRT model")
     cli.add_sampling_arguments(p)
@@ -80,7 +86,7 @@ def main(argv=None):
                           args.sampling_temperature, args.seed),
         batch_size=args.batch_size, batch_tokens=args.batch_tokens, shards=args.shards,
         parallel_corpus=args.parallel_corpus, beam_args=beam_args, overwrite=args.overwrite,
-        threads=args.threads)
+        threads=args.threads, language=args.source_language, split=not args.no_split)
     for path, notes in manifest["inputs"].items():
         for note in Lines(path, [], notes["replaced"], notes["nul"]).warnings():
             cli.warn(note)

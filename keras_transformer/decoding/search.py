@@ -36,6 +36,13 @@ both, the padding and start tokens are banned after the softmax (their
 probability is not spread over the other tokens), so that log-probabilities
 of imported models equal the reference implementations'.
 
+With `alignment_layer`, a search also keeps, for each token it writes, the
+source position that decoder layer's encoder-decoder attention weighed
+most (its heads averaged) at the step that chose the token: the attention
+it computes anyway, read as it goes, so that a translation's alignment
+(`decoding.alignment`) costs no second pass of the model. A hypothesis's
+positions travel with its tokens, reordered as the beam reorders them.
+
 The special ids (padding, start, end) are the model config's.
 """
 
@@ -66,11 +73,15 @@ class SearchResult:
         scores: float32 `(batch, n_best)`: log-probability divided by the
             length penalty.
         log_probs: float32 `(batch, n_best)`: plain log-probabilities.
+        attended: with `alignment_layer`, int32 `(batch, n_best, length)`:
+            for each token, the source position its step attended to most
+            (0 after the end token); else None.
     """
 
     tokens: tf.Tensor
     scores: tf.Tensor
     log_probs: tf.Tensor
+    attended: tf.Tensor = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,10 +147,14 @@ class _Decoder:
     """
 
     def __init__(self, model, source_ids, copies, length, use_cache, static_cache,
-                 first_copies=None):
+                 first_copies=None, alignment_layer=None):
+        if alignment_layer is not None and not use_cache:
+            raise ValueError("alignment_layer reads the cached decoder's steps; it needs "
+                             "use_cache=True.")
         self.model = model
         self.copies = copies
         self.use_cache = use_cache
+        self.alignment_layer = alignment_layer
         self.grow_cache = not static_cache
         config = model.config
         # The start token is banned unless it is also the end token (fairseq).
@@ -159,23 +174,37 @@ class _Decoder:
                                              copies if first_copies is None else first_copies)
         else:
             self.state = {"encoder_output": encoder_output, "source_ids": source_ids}
+        if alignment_layer is not None:  # the end token is never aligned to
+            self.state = self.state | {"source_ends": tf.equal(source_ids, config.eos_id)}
 
     def log_probs(self, tokens, step, state, at_limit):
         """`tokens` `(rows, length + 1)` holds each prefix; returns the
         log-probabilities of token `step + 1`, padding and start banned,
         and every token but the end banned in the rows `at_limit` `(rows,)`
         (only in steps where some row is: a select over the whole
-        vocabulary-wide tensor costs a few percent of a step)."""
+        vocabulary-wide tensor costs a few percent of a step); and with
+        `alignment_layer`, the source position each row attended to most
+        `(rows,)` (else None)."""
+        attended = None
         if self.use_cache:
             # `[:, step][:, None]`, not `[:, step:step + 1]`: a static length
             # of 1 lets the output projection take its faster one-position
             # path (see `SharedEmbedding`).
             step_ids = tokens[:, step][:, None]
             if self.grow_cache:
-                logits, state = self.model.decode_step_growing(step_ids, state,
-                                                               self.output_weights)
+                outputs = self.model.decode_step_growing(step_ids, state, self.output_weights,
+                                                         self.alignment_layer)
             else:
-                logits, state = self.model.decode_step(step_ids, step, state, self.output_weights)
+                outputs = self.model.decode_step(step_ids, step, state, self.output_weights,
+                                                 self.alignment_layer)
+            logits, state = outputs[:2]
+            if self.alignment_layer is not None:
+                weights = outputs[2][:, -1]
+                ends = state["source_ends"]
+                ends = tf.repeat(ends, tf.shape(weights)[0] // tf.maximum(tf.shape(ends)[0], 1),
+                                 axis=0)
+                attended = tf.argmax(tf.where(ends, -1.0, tf.cast(weights, tf.float32)), axis=-1,
+                                     output_type=tf.int32)
         else:
             # Every hypothesis of a sentence reads the same encoder output.
             repeat = lambda t: tf.repeat(t, self.copies, axis=0)  # noqa: E731
@@ -187,7 +216,7 @@ class _Decoder:
             tf.reduce_any(at_limit),
             lambda: tf.where(at_limit[:, None] & self.not_end[None], _NEG_INF, log_probs),
             lambda: log_probs)
-        return log_probs, state
+        return log_probs, state, attended
 
     def reorder(self, state, rows):
         """Keeps the self-attention caches of hypotheses `rows` (in that
@@ -201,7 +230,7 @@ class _Decoder:
     def keep_sentences(self, state, sentences):
         """Keeps the per-sentence entries of `sentences` (indexes of rows)."""
         per_sentence = ("source_padding", "cross_keys", "cross_values", "encoder_output",
-                        "source_ids")
+                        "source_ids", "source_ends")
         return state | {name: tf.nest.map_structure(lambda t: tf.gather(t, sentences), value)
                         for name, value in state.items() if name in per_sentence}
 
@@ -241,7 +270,8 @@ def _check_drop_finished(drop_finished, static_cache):
 
 
 def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_length=None,
-                  use_cache=True, static_cache=False, drop_finished=None, sampling=None):
+                  use_cache=True, static_cache=False, drop_finished=None, sampling=None,
+                  alignment_layer=None):
     """Picks the most likely token at every step, or with `sampling` draws
     it from the model's distribution (`Sampling`).
 
@@ -265,6 +295,8 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
         sampling: a `Sampling`, or None for the most likely tokens. The
             scores are the model's log-probabilities of the drawn tokens
             (before any temperature or top-k).
+        alignment_layer: a decoder layer whose attention the result's
+            `attended` follows (see the module docstring); None: none.
 
     Returns:
         A `SearchResult` with one hypothesis per sentence.
@@ -276,24 +308,32 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
     batch = tf.shape(source_ids)[0]
     limits = output_limits(source_ids, model, decode_margin, max_output_length)
     length = tf.reduce_max(limits)
-    decoder = _Decoder(model, source_ids, 1, length, use_cache, static_cache)
+    aligned = alignment_layer is not None
+    decoder = _Decoder(model, source_ids, 1, length, use_cache, static_cache,
+                       alignment_layer=alignment_layer)
     tokens = tf.concat([tf.fill([batch, 1], config.decoder_start_id),
                         tf.fill([batch, length], config.pad_id)], axis=1)
     sentences = {"index": tf.range(batch), "limit": limits, "tokens": tokens,
                  "log_prob": tf.zeros([batch]), "finished": tf.zeros([batch], tf.bool)}
-    finished_part = lambda s: {"tokens": s["tokens"], "log_prob": s["log_prob"]}  # noqa: E731
+    if aligned:
+        sentences["attended"] = tf.zeros_like(tokens)
+    names = ("tokens", "log_prob") + (("attended",) if aligned else ())
+    finished_part = lambda s: {name: s[name] for name in names}  # noqa: E731
     results = finished_part(sentences)
 
     def body(step, sentences, state, results):
         s = sentences
-        log_probs, state = decoder.log_probs(s["tokens"], step, state,
-                                             at_limit=step + 1 >= s["limit"])
+        log_probs, state, attended = decoder.log_probs(s["tokens"], step, state,
+                                                       at_limit=step + 1 >= s["limit"])
         choice = choose_tokens(log_probs, step, sampling)
         chosen = tf.gather(log_probs, choice, batch_dims=1)
         choice = tf.where(s["finished"], config.pad_id, choice)
         sentences = s | {"tokens": _write(s["tokens"], step + 1, choice),
                          "log_prob": s["log_prob"] + tf.where(s["finished"], 0.0, chosen),
                          "finished": s["finished"] | (choice == config.eos_id)}
+        if aligned:
+            sentences["attended"] = _write(s["attended"], step + 1,
+                                           tf.where(s["finished"], 0, attended))
         if drop:
             def drop_done():
                 kept, kept_sentences, new_results = _drop_done(
@@ -315,12 +355,13 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
     tokens, log_prob = results["tokens"][:, 1:], results["log_prob"]
     lengths = tf.reduce_sum(tf.cast(tokens != config.pad_id, tf.int32), axis=1)
     scores = log_prob / length_penalty(lengths, alpha)
-    return SearchResult(tokens[:, None], scores[:, None], log_prob[:, None])
+    return SearchResult(tokens[:, None], scores[:, None], log_prob[:, None],
+                        results["attended"][:, None, 1:] if aligned else None)
 
 
 def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=None,
                 max_output_length=None, use_cache=True, static_cache=False, drop_finished=None,
-                best_only=False):
+                best_only=False, alignment_layer=None):
     """Beam search with the GNMT length penalty (see the module docstring).
 
     Args:
@@ -341,6 +382,8 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
             as soon as no alive hypothesis can beat its best finished one,
             which may be steps before it has K finished hypotheses: the
             same best translation and score, fewer steps (see `_settled`).
+        alignment_layer: a decoder layer whose attention the result's
+            `attended` follows (see the module docstring); None: none.
 
     Returns:
         A `SearchResult` with the K best finished hypotheses per sentence
@@ -365,7 +408,9 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     # vocabulary under 2K tokens).
     expand_after_first = use_cache and not static_cache
     first_copies = tf.where(2 * k <= model.target_vocab_size, 1, k) if expand_after_first else k
-    decoder = _Decoder(model, source_ids, k, length, use_cache, static_cache, first_copies)
+    aligned = alignment_layer is not None
+    decoder = _Decoder(model, source_ids, k, length, use_cache, static_cache, first_copies,
+                       alignment_layer)
     sentences = {
         "index": tf.range(batch),
         "limit": limits,
@@ -378,8 +423,15 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
         "finished_log_probs": tf.fill([batch, k], _NEG_INF),
         "finished_count": tf.zeros([batch], tf.int32),
     }
-    finished_part = lambda s: {"tokens": s["finished"], "scores": s["finished_scores"],  # noqa: E731
-                               "log_probs": s["finished_log_probs"]}
+    if aligned:  # each hypothesis's attended positions, beside its tokens
+        sentences["alive_attended"] = tf.zeros_like(sentences["alive"])
+        sentences["finished_attended"] = tf.zeros_like(sentences["finished"])
+
+    def finished_part(s):
+        part = {"tokens": s["finished"], "scores": s["finished_scores"],
+                "log_probs": s["finished_log_probs"]}
+        return part | {"attended": s["finished_attended"]} if aligned else part
+
     results = finished_part(sentences)
 
     def body(step, sentences, state, results):
@@ -388,7 +440,7 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
         # Hypotheses decoded at this step per sentence: the first `copies`
         # beams (the others are not alive yet at the first step).
         copies = tf.where(step == 0, first_copies, k) if expand_after_first else k
-        log_probs, state = decoder.log_probs(
+        log_probs, state, attended = decoder.log_probs(
             tf.reshape(s["alive"][:, :copies], [live * copies, -1]), step, state,
             at_limit=tf.repeat(step + 1 >= s["limit"], copies))
         # The 2K best extensions of all beams are among the 2K best of each
@@ -415,14 +467,23 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
                     & (top_log_probs > _NEG_INF / 2))
         new_scores = tf.where(eligible, new_scores, _NEG_INF)
         merged_scores = tf.concat([s["finished_scores"], new_scores], axis=1)
-        finished_scores, keep = tf.math.top_k(merged_scores, k=k)
-        finished = tf.gather(tf.concat([s["finished"], top_sequences], 1), keep, batch_dims=1)
+        finished_scores, finished_keep = tf.math.top_k(merged_scores, k=k)
+        finished = tf.gather(tf.concat([s["finished"], top_sequences], 1), finished_keep,
+                             batch_dims=1)
         finished_log_probs = tf.gather(
             tf.concat([s["finished_log_probs"], tf.where(eligible, top_log_probs, _NEG_INF)], 1),
-            keep, batch_dims=1)
+            finished_keep, batch_dims=1)
 
         # Alive: the K best extensions that did not end.
         alive_log_probs, keep = tf.math.top_k(tf.where(is_end, _NEG_INF, top_log_probs), k=k)
+        if aligned:  # a token's position is its parent row's at this step
+            top_attended = _write(
+                tf.gather(s["alive_attended"], top_beams, batch_dims=1), step + 1,
+                tf.gather(tf.reshape(attended, [live, copies]), top_beams, batch_dims=1))
+            s = s | {"alive_attended": tf.gather(top_attended, keep, batch_dims=1),
+                     "finished_attended": tf.gather(
+                         tf.concat([s["finished_attended"], top_attended], 1), finished_keep,
+                         batch_dims=1)}
         sentences = s | {
             "alive": tf.gather(top_sequences, keep, batch_dims=1),
             "alive_log_probs": alive_log_probs,
@@ -460,7 +521,8 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
         results = finished_part(sentences)
     if best_only:
         results = {name: value[:, :1] for name, value in results.items()}
-    return SearchResult(results["tokens"][:, :, 1:], results["scores"], results["log_probs"])
+    return SearchResult(results["tokens"][:, :, 1:], results["scores"], results["log_probs"],
+                        results["attended"][:, :, 1:] if aligned else None)
 
 
 def _settled(step, sentences, alpha):

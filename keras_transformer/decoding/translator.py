@@ -26,7 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer import run_folder
+from keras_transformer import documents, run_folder
 from keras_transformer.batch_defaults import (
     DEFAULT_IN_FLIGHT,
     DEFAULT_WINDOW,
@@ -34,27 +34,35 @@ from keras_transformer.batch_defaults import (
     length_batches,
 )
 from keras_transformer.data.tokenizer import encode_sources
+from keras_transformer.decoding.alignment import (
+    alignment_layer,
+    attention_alignments,
+    token_alignment,
+)
 from keras_transformer.decoding.search import beam_search, greedy_search
 from keras_transformer.models import in_precision
 from keras_transformer.names import OVERLONG
 from keras_transformer.textfiles import clean_text, truncation_warning
 
 def search(model, source_ids, beam_size, alpha, decode_margin, use_cache=True, sampling=None,
-           best_only=False):
+           best_only=False, alignment_layer=None):
     """The search a translation runs: with `sampling` (a `Sampling`) one
     drawn translation; greedy search when `beam_size` is the Python integer
     1 (the same tokens as a beam of one, faster); else beam search
     (`beam_size` may be a tensor), which with `best_only` returns the best
-    hypothesis alone, sooner (see `beam_search`)."""
+    hypothesis alone, sooner (see `beam_search`). `alignment_layer`: see
+    `beam_search`."""
     if sampling is not None or (isinstance(beam_size, int) and beam_size == 1):
         return greedy_search(model, source_ids, alpha=alpha, decode_margin=decode_margin,
-                             use_cache=use_cache, sampling=sampling)
+                             use_cache=use_cache, sampling=sampling,
+                             alignment_layer=alignment_layer)
     return beam_search(model, source_ids, beam_size=beam_size, alpha=alpha,
-                       decode_margin=decode_margin, use_cache=use_cache, best_only=best_only)
+                       decode_margin=decode_margin, use_cache=use_cache, best_only=best_only,
+                       alignment_layer=alignment_layer)
 
 
 def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_margin,
-                  use_cache=True, sampling=None, best_only=False):
+                  use_cache=True, sampling=None, best_only=False, alignment_layer=None):
     """Searches padded source ids and detokenises the result in one graph.
 
     Args:
@@ -65,22 +73,27 @@ def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_
         decode_margin: scalar (a tensor allowed).
         sampling: see `search`.
         best_only: see `search`.
+        alignment_layer: see `search`.
 
     Returns:
         `(translations, scores, lengths)`: string `(batch, n_best)`, float32
         `(batch, n_best)`, best first, blank inputs giving "" and 0; and
         int32 `(batch,)`, the tokens of each best translation, end token
-        included (what a progress report counts).
+        included (what a progress report counts). With `alignment_layer`,
+        also the best translation's tokens and attended source positions,
+        int32 `(batch, length)` each (`SearchResult`).
     """
     result = search(model, source_ids, beam_size, alpha, decode_margin, use_cache, sampling,
-                    best_only)
+                    best_only, alignment_layer)
     batch, n_best = tf.shape(result.tokens)[0], tf.shape(result.tokens)[1]
     flat = tf.reshape(result.tokens, [batch * n_best, -1])
     translations = tf.reshape(tokenizer.detokenize(flat), [batch, n_best])
     translations = tf.where(blank[:, None], "", translations)
     scores = tf.where(blank[:, None], 0.0, result.scores)
     lengths = tf.reduce_sum(tf.cast(result.tokens[:, 0] != model.config.pad_id, tf.int32), axis=1)
-    return translations, scores, lengths
+    if alignment_layer is None:
+        return translations, scores, lengths
+    return translations, scores, lengths, result.tokens[:, 0], result.attended[:, 0]
 
 
 def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use_cache=True,
@@ -150,15 +163,19 @@ class Translator:
             page of the guide gives its speed and BLEU) or "float16" (GPUs):
             the search runs on a copy of the model in that precision (see
             `models.in_precision`).
+        source_language: the language code of the model's source, whose
+            rules `translate_documents` splits sentences by (default: the
+            run folder's, with `from_directory`; else English's).
 
     Example:
         translator = Translator.from_directory("runs/ding")
         translator.translate(["Guten Morgen!"])  # -> ["Good morning!"]
+        translator.translate_documents(["Guten Morgen! Wie geht es?"])
     """
 
     def __init__(self, model, tokenizer, beam_size=None, alpha=None, decode_margin=None,
                  batch_tokens=None, batch_size=None, overlong="truncate", precision=None,
-                 in_flight=DEFAULT_IN_FLIGHT, sampling=None):
+                 in_flight=DEFAULT_IN_FLIGHT, sampling=None, source_language=None):
         if overlong not in OVERLONG:
             raise ValueError(f"overlong must be one of {OVERLONG}; got {overlong!r}.")
         config = model.config
@@ -181,13 +198,15 @@ class Translator:
         self.overlong = overlong
         self.in_flight = in_flight
         self.sampling = sampling
+        self.source_language = source_language
         # One traced search for one translation a sentence (the beam ends
-        # each sentence once its best is settled), one for n-best lists;
-        # each is traced on its first use.
+        # each sentence once its best is settled), one for n-best lists, one
+        # for aligned translations; each is traced on its first use.
         self._translate, self._translate_n_best = (
             self._traced_search(best_only) for best_only in (True, False))
+        self._translate_aligned = self._traced_search(True, alignment_layer(self.model))
 
-    def _traced_search(self, best_only):
+    def _traced_search(self, best_only, alignment_layer=None):
         """The search of a batch of padded source ids, as one `tf.function`
         whose signature leaves the batch's shape free: traced once."""
         model, tokenizer, sampling = self.model, self.tokenizer, self.sampling
@@ -197,7 +216,7 @@ class Translator:
             lambda source_ids, blank, seed, alpha: translate_ids(
                 model, tokenizer, source_ids, blank, self.beam_size, alpha, self.decode_margin,
                 sampling=sampling and dataclasses.replace(sampling, seed=seed),
-                best_only=best_only),
+                best_only=best_only, alignment_layer=alignment_layer),
             input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.bool),
                              tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32)],
             # The search's loops and branches are tf.while_loop and tf.cond
@@ -209,9 +228,34 @@ class Translator:
     @classmethod
     def from_directory(cls, directory, model_file=None, **options):
         """The translator of a run folder (or an export's model.keras):
-        its model (`run_folder.load_model`) and tokenizer."""
+        its model (`run_folder.load_model`), tokenizer and source language."""
+        options.setdefault("source_language", (run_folder.languages(directory) or (None,))[0])
         return cls(run_folder.load_model(directory, model_file),
                    run_folder.load_tokenizer(directory), **options)
+
+    def align(self, sources, translations):
+        """An `Alignment` of each translation (str) with its source (str),
+        by the model's attention read in a second, teacher-forced pass
+        (`decoding.alignment`): for translations made elsewhere; the
+        Translator's own come with theirs (`translate(..., aligned=True)`)."""
+        return attention_alignments(self.model, self.tokenizer, list(sources),
+                                    list(translations))
+
+    def translate_documents(self, texts, format="text", split=True):
+        """Texts of several sentences, or HTML documents (`format`), each
+        translated as `documents.read_document` reads it: split into
+        sentences (unless `split=False`) by the source language's rules,
+        all their sentences searched together, written back with their
+        whitespace and markup (placed by the alignments the search keeps,
+        where a document has markup inside a sentence)."""
+        language = self.source_language or "en"
+        read = [documents.read_document(text, language, format, split) for text in texts]
+        sentences = [sentence for document in read for sentence in document.sentences]
+        if not documents.marked_sentences(read):
+            return documents.render_documents(read, self.translate(sentences), {})
+        found = self.translate(sentences, aligned=True)
+        return documents.render_documents(read, [translation for translation, _ in found],
+                                          {i: alignment for i, (_, alignment) in enumerate(found)})
 
     def _tokenize(self, sentences):
         """Cleaned strings -> ragged ids (no end token), one call for all."""
@@ -230,7 +274,7 @@ class Translator:
         return [i for i, n in enumerate(self.source_lengths(sentences)) if n > limit]
 
     def translate(self, sentences, n_best=None, progress=False, on_batch=None, on_overlong=None,
-                  seed=None):
+                  seed=None, aligned=False):
         """Translates a list of sentences (str or bytes), one result each,
         sorting and batching the whole list together.
 
@@ -242,6 +286,7 @@ class Translator:
             on_batch: see `translate_stream`.
             on_overlong: see `translate_stream`.
             seed: see `translate_stream`.
+            aligned: see `translate_stream`.
 
         Warns:
             TruncationWarning: naming the sentences cut to the model's length
@@ -254,10 +299,10 @@ class Translator:
                 bar.add(count), report and report(count, tokens))
         return list(self.translate_stream(sentences, n_best=n_best, window=max(len(sentences), 1),
                                           on_batch=on_batch, on_overlong=on_overlong,
-                                          seed=seed))
+                                          seed=seed, aligned=aligned))
 
     def translate_stream(self, sentences, n_best=None, window=DEFAULT_WINDOW, on_batch=None,
-                         on_overlong=None, seed=None):
+                         on_overlong=None, seed=None, aligned=False):
         """Translates an iterable of sentences (str or bytes) of any length,
         yielding one result per sentence in the input's order, holding only
         `window` sentences at a time (each window is sorted and batched as
@@ -274,6 +319,12 @@ class Translator:
             seed: with `sampling`, the seed this call draws with (default:
                 the sampling's); calls from several threads may each give
                 their own.
+            aligned: give `(result, Alignment)` for each sentence (the
+                result as without it: a translation, or with `n_best=1` a
+                list of one `(translation, score)`), the alignment of the
+                best translation by the model's attention, which the search
+                kept as it went (`decoding.alignment`; no second pass); not
+                with `n_best` above 1.
 
         Raises:
             ValueError: with `overlong="error"`, at the first window holding
@@ -282,16 +333,20 @@ class Translator:
         """
         if window < 1:
             raise ValueError(f"window must be >= 1; got {window}.")
+        if aligned and (n_best or 1) > 1:
+            raise ValueError("aligned searches for the best translation alone; n_best must be "
+                             f"None or 1, got {n_best}.")
         iterator = iter(sentences)
         start = 0
         while True:
             chunk = [clean_text(s) for s in itertools.islice(iterator, window)]
             if not chunk:
                 return
-            yield from self._translate_window(chunk, start, n_best, on_batch, on_overlong, seed)
+            yield from self._translate_window(chunk, start, n_best, on_batch, on_overlong, seed,
+                                              aligned)
             start += len(chunk)
 
-    def _translate_window(self, sentences, start, n_best, on_batch, on_overlong, seed):
+    def _translate_window(self, sentences, start, n_best, on_batch, on_overlong, seed, aligned):
         ids = self._tokenize(sentences)
         lengths = ids.row_lengths().numpy()
         limit = self.model.config.max_source_tokens
@@ -329,12 +384,23 @@ class Translator:
                                 tf.constant(self.alpha, tf.float32))
 
         one = (n_best or 1) == 1 or self.beam_size == 1 or self.sampling is not None
-        traced = self._translate if one else self._translate_n_best
+        traced = (self._translate_aligned if aligned else
+                  self._translate if one else self._translate_n_best)
+
+        def align(i, translation, tokens, attended):
+            """The alignment of sentence `i`'s translation, from the positions
+            its search attended to."""
+            ends = np.flatnonzero(tokens == self.model.config.eos_id)
+            end = int(ends[0]) if len(ends) else len(tokens)
+            source_ids = values[splits[i]:splits[i] + lengths[i]].tolist()
+            return token_alignment(self.tokenizer, sentences[i], source_ids, translation,
+                                   tokens[:end].tolist(), attended[:end].tolist())
 
         batches = length_batches(lengths + 1, self.batch_tokens, self.batch_size)
         results = [None] * len(sentences)
+        align = align if aligned else None
         if self.in_flight == 1:
-            self._collect(map(search, batches), results, n_best, on_batch)
+            self._collect(map(search, batches), results, n_best, on_batch, align)
         else:
             # A pool a window, shut down however the window ends: callers on
             # several threads share no pool, and its threads cost
@@ -345,7 +411,7 @@ class Translator:
             # Python used to wait for it at exit forever.
             with concurrent.futures.ThreadPoolExecutor(self.in_flight) as threads:
                 try:
-                    self._collect(threads.map(search, batches), results, n_best, on_batch)
+                    self._collect(threads.map(search, batches), results, n_best, on_batch, align)
                 except BaseException:
                     # Ctrl-C (or an error): the queued batches are dropped,
                     # not searched first.
@@ -354,13 +420,19 @@ class Translator:
         yield from results
 
     @staticmethod
-    def _collect(searched, results, n_best, on_batch):
-        """Writes each searched batch's translations (or n-best lists) to
-        their sentences' places in `results`."""
-        for rows, (texts, scores, output_lengths) in searched:
-            for i, row_texts, row_scores in zip(rows, texts.numpy(), scores.numpy()):
+    def _collect(searched, results, n_best, on_batch, align=None):
+        """Writes each searched batch's translations (or n-best lists; with
+        `align`, `(translation, align(i, translation, tokens, attended))`)
+        to their sentences' places in `results`."""
+        for rows, (texts, scores, output_lengths, *kept) in searched:
+            kept = [tensor.numpy() for tensor in kept]  # with align: tokens, attended
+            for row, (i, row_texts, row_scores) in enumerate(zip(rows, texts.numpy(),
+                                                                 scores.numpy())):
                 hypotheses = [(t.decode("utf-8", errors="replace"), float(s))
                               for t, s in zip(row_texts, row_scores)]
                 results[i] = hypotheses[:n_best] if n_best else hypotheses[0][0]
+                if align is not None:
+                    results[i] = (results[i], align(i, hypotheses[0][0],
+                                                    *(values[row] for values in kept)))
             if on_batch is not None:
                 on_batch(len(rows), int(output_lengths.numpy().sum()))

@@ -217,6 +217,21 @@ class Transformer(keras.Model):
             "cross": [cross_scores for _, cross_scores in decoder_scores],
         }
 
+    def cross_attention(self, source_ids, target_ids, layer):
+        """The encoder-decoder attention weights `(batch, heads, queries,
+        keys)` of decoder layer `layer` in one teacher-forced pass, computing
+        nothing after it (no later layer, no logits over the vocabulary,
+        which would cost the most): what aligns a translation with its
+        source (`decoding.alignment`)."""
+        encoder_output = self.encode(source_ids)
+        x = self.target_positions(self.target_embedding(target_ids))
+        source_padding = ops.not_equal(source_ids, self._pad_id)
+        for decoder_layer in self.decoder_layers[:layer]:
+            x = decoder_layer(x, encoder_output, encoder_padding_mask=source_padding)
+        _, (_, cross) = self.decoder_layers[layer](
+            x, encoder_output, encoder_padding_mask=source_padding, return_attention_scores=True)
+        return cross
+
     def encoder_model(self):
         """`source_ids -> encoder_output` as a functional model on these weights."""
         source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
@@ -275,7 +290,7 @@ class Transformer(keras.Model):
             ],
         }
 
-    def decode_step(self, target_ids, index, cache, output_weights=None):
+    def decode_step(self, target_ids, index, cache, output_weights=None, attention_layer=None):
         """Runs the decoder on the tokens at positions `index ...` only.
 
         Args:
@@ -285,47 +300,62 @@ class Transformer(keras.Model):
             cache: from `initial_cache` or the previous step.
             output_weights: `output_weights()`, computed once by the caller
                 (faster); None computes the projection from the embedding.
+            attention_layer: a decoder layer's index: also return its
+                encoder-decoder attention weights for these positions,
+                averaged over its heads (what a search aligns its output
+                with its source by, as it goes).
 
         Returns:
             `(logits, cache)`: logits `(rows, steps, target_vocab_size)` equal
             to the rows `index ...` of the full forward pass, and the cache
-            with these positions' keys and values written in.
+            with these positions' keys and values written in; with
+            `attention_layer`, `(logits, cache, weights)`, the weights
+            `(rows, steps, source_length)`.
         """
         return self._cached_step(target_ids, index, cache, grow=False,
-                                 output_weights=output_weights)
+                                 output_weights=output_weights, attention_layer=attention_layer)
 
-    def decode_step_growing(self, target_ids, cache, output_weights=None):
+    def decode_step_growing(self, target_ids, cache, output_weights=None, attention_layer=None):
         """`decode_step` with self-attention caches that grow: they hold the
         keys and values of the positions decoded so far, `(rows, heads,
         past_length, head_dim)`, and this step's are concatenated behind
         them. The tokens' position is the caches' length, so no index is
         given. Start from `initial_cache(..., max_length=None)` (empty caches);
-        `output_weights` as in `decode_step`.
+        `output_weights` and `attention_layer` as in `decode_step`.
 
         Returns:
             `(logits, cache)`: logits `(rows, steps, target_vocab_size)` equal
             to the rows `past_length ...` of the full forward pass, and the
-            cache with self-attention caches `past_length + steps` long.
+            cache with self-attention caches `past_length + steps` long;
+            with `attention_layer`, the weights too, as `decode_step` gives.
         """
         return self._cached_step(target_ids, ops.shape(cache["self_keys"][0])[2], cache, grow=True,
-                                 output_weights=output_weights)
+                                 output_weights=output_weights, attention_layer=attention_layer)
 
-    def _cached_step(self, target_ids, index, cache, grow, output_weights=None):
+    def _cached_step(self, target_ids, index, cache, grow, output_weights=None,
+                     attention_layer=None):
         x = self.target_positions(self.target_embedding(target_ids), start_index=index)
-        self_keys, self_values = [], []
+        self_keys, self_values, attended = [], [], None
         for i, layer in enumerate(self.decoder_layers):
-            x, (keys, values) = layer(
+            outputs = layer(
                 x,
                 encoder_padding_mask=cache["source_padding"],
                 self_attention_cache=(cache["self_keys"][i], cache["self_values"][i]),
                 self_attention_cache_update_index=None if grow else index,
                 append_to_self_attention_cache=grow,
                 cross_attention_cache=(cache["cross_keys"][i], cache["cross_values"][i]),
+                return_attention_scores=i == attention_layer,
             )
+            if i == attention_layer:
+                x, (_, cross), (keys, values) = outputs
+                attended = ops.mean(cross, axis=1)
+            else:
+                x, (keys, values) = outputs
             self_keys.append(keys)
             self_values.append(values)
-        return (self._logits(x, output_weights),
+        step = (self._logits(x, output_weights),
                 cache | {"self_keys": self_keys, "self_values": self_values})
+        return step if attention_layer is None else (*step, attended)
 
     # ---------------------------------------------------------- serialisation
 

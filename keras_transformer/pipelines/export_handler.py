@@ -22,6 +22,7 @@ import zlib
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from keras_transformer import run_folder
+from keras_transformer.documents import TextDocument
 from keras_transformer.batch_defaults import DEFAULT_IN_FLIGHT
 from keras_transformer.runtimes import Decoding, check_runtime, default_runtime, open_runtime
 
@@ -54,10 +55,16 @@ class ExportModelHandler(ModelHandler):
         threads: CPU threads of a CTranslate2 or ONNX model (default: its
             own choice); TensorFlow takes its own.
         in_flight: searches a batch is cut into (SavedModel and keras runtimes).
+        language: the language whose rules split a line into sentences
+            (default: the model's source language where its folder says,
+            else English's).
+        split: translate each line sentence by sentence, joined back with
+            its own spacing (`documents.TextDocument`); False takes a line as
+            one input.
     """
 
     def __init__(self, export_dir, runtime=None, decoding=Decoding(), threads=None,
-                 in_flight=DEFAULT_IN_FLIGHT):
+                 in_flight=DEFAULT_IN_FLIGHT, language=None, split=True):
         super().__init__()
         runtime = runtime or default_runtime(export_dir)
         check_runtime(export_dir, runtime, decoding)
@@ -68,6 +75,8 @@ class ExportModelHandler(ModelHandler):
         self.decoding = decoding.resolved(run_folder.model_config(export_dir))
         self.threads = threads
         self.in_flight = in_flight if runtime in ("saved_model", "keras") else 1
+        self.language = language or (run_folder.languages(export_dir) or ("en",))[0]
+        self.split = split
 
     def load_model(self):
         return open_runtime(self.export_dir, self.runtime, self.decoding, self.threads,
@@ -75,8 +84,14 @@ class ExportModelHandler(ModelHandler):
 
     def run_inference(self, batch, model, inference_args=None):
         seed = batch_seed(self.decoding.seed, batch) if self.decoding.sampling else None
-        results = model.translate([line.text for line in batch], seed=seed)
-        return [PredictionResult(line, best[0][0]) for line, best in zip(batch, results)]
+        # A blank line gives "", as translate writes it.
+        read = [TextDocument(line.text if line.text.strip() else "", self.language, self.split)
+                for line in batch]
+        results = iter(model.translate([sentence for document in read
+                                        for sentence in document.sentences], seed=seed))
+        return [PredictionResult(line, document.render([next(results)[0][0]
+                                                        for _ in document.sentences]))
+                for line, document in zip(batch, read)]
 
     def get_num_bytes(self, batch):
         return sum(len(line.text) for line in batch)

@@ -40,6 +40,7 @@ from apache_beam.ml.inference.base import RunInference
 
 from keras_transformer import run_folder
 from keras_transformer.batch_defaults import default_batch_tokens
+from keras_transformer.documents import TextDocument
 from keras_transformer.pipelines.export_handler import ExportModelHandler
 from keras_transformer.pipelines.runner import check_output_folder, output_folder, pipeline_options
 from keras_transformer.runtimes import Decoding, check_runtime, default_runtime
@@ -65,10 +66,11 @@ class _ReadLines(beam.DoFn):
     """A file's index -> its `Line`s, and (tagged "notes") `(file, kind,
     line number)` for each line repaired or cut."""
 
-    def __init__(self, files, export_dir, limit):
+    def __init__(self, files, export_dir, limit, language, split):
         self.files = files
         self.export_dir = export_dir
         self.limit = limit
+        self.language, self.split = language, split
 
     def setup(self):
         self.tokenizer = run_folder.load_text_tokenizer(self.export_dir)
@@ -82,11 +84,14 @@ class _ReadLines(beam.DoFn):
                 if number == 1 and raw.startswith(codecs.BOM_UTF8):
                     raw = raw[len(codecs.BOM_UTF8):]
                 text, replaced, nul = decode_line(raw)
-                tokens = len(self.tokenizer.encode(text))
-                for kind, happened in zip(NOTES, (replaced, nul, tokens > self.limit)):
+                lengths = [len(self.tokenizer.encode(sentence)) for sentence
+                           in TextDocument(text, self.language, self.split).sentences]
+                overlong = any(length > self.limit for length in lengths)
+                for kind, happened in zip(NOTES, (replaced, nul, overlong)):
                     if happened:
                         yield beam.pvalue.TaggedOutput("notes", (index, kind, number))
-                yield Line(index, number, text, min(tokens, self.limit))
+                yield Line(index, number, text,
+                           max(sum(min(length, self.limit) + 1 for length in lengths) - 1, 0))
 
 
 def _record(result, files):
@@ -137,7 +142,7 @@ def input_files(pattern):
 
 def translate_corpus(export_dir, pattern, output, runtime=None, decoding=Decoding(),
                      batch_size=None, batch_tokens=None, shards=0, parallel_corpus=False,
-                     beam_args=(), overwrite=False, threads=None):
+                     beam_args=(), overwrite=False, threads=None, language=None, split=True):
     """Runs the pipeline and returns the manifest it wrote
     (`translate_corpus.json`).
 
@@ -163,6 +168,11 @@ def translate_corpus(export_dir, pattern, output, runtime=None, decoding=Decodin
         beam_args: Beam pipeline options.
         overwrite: replace an existing output.
         threads: CPU threads of a CTranslate2 model.
+        language: the language whose rules split a line into sentences
+            (default: the model's source language where its folder says,
+            else English's).
+        split: translate each line sentence by sentence, joined back with its
+            own spacing; False takes a line as one input.
 
     Raises:
         ValueError, FileExistsError, FileNotFoundError: bad options,
@@ -176,7 +186,8 @@ def translate_corpus(export_dir, pattern, output, runtime=None, decoding=Decodin
     limit = config["max_length"] - 1
     files = input_files(pattern)
     check_output_folder(output, overwrite, MANIFEST)
-    handler = ExportModelHandler(export_dir, runtime, decoding, threads)
+    handler = ExportModelHandler(export_dir, runtime, decoding, threads, language=language,
+                                 split=split)
     if batch_tokens is None:
         sampling = handler.decoding.sampling_topk is not None
         batch_tokens = default_batch_tokens(1 if sampling else handler.decoding.beam_size)
@@ -188,7 +199,8 @@ def translate_corpus(export_dir, pattern, output, runtime=None, decoding=Decodin
             read = (pipeline
                     | "Files" >> beam.Create(range(len(files)))
                     | "SpreadFiles" >> beam.Reshuffle()
-                    | "Read" >> beam.ParDo(_ReadLines(files, export_dir, limit))
+                    | "Read" >> beam.ParDo(_ReadLines(files, export_dir, limit, handler.language,
+                                                      handler.split))
                     .with_outputs("notes", main="lines"))
             translated = (read.lines
                           | "SpreadLines" >> beam.Reshuffle()

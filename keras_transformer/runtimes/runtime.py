@@ -13,8 +13,9 @@ import dataclasses
 import importlib
 import os
 
-from keras_transformer import run_folder
+from keras_transformer import documents, run_folder
 from keras_transformer.batch_defaults import DEFAULT_IN_FLIGHT, default_batch_tokens, length_batches
+from keras_transformer.documents.alignment import proportional
 from keras_transformer.names import RUNTIMES
 from keras_transformer.textfiles import clean_text
 
@@ -143,9 +144,14 @@ class Runtime:
         config: the model's config (a dict).
         decoding: the resolved `Decoding`.
         max_source_tokens: the longest source the model reads, in tokens.
+        languages: the model's `(source, target)` language codes where its
+            folder says (`run_folder.languages`), else None.
+        aligns: whether `align` reads the model's attention; where it does
+            not, it aligns by position (`documents.alignment.proportional`).
     """
 
     name = None
+    aligns = False
 
     def __init__(self, path, decoding, threads=None, in_flight=1):
         self.path = path
@@ -154,6 +160,7 @@ class Runtime:
         self.threads = threads
         self.in_flight = in_flight
         self.max_source_tokens = self.config["max_length"] - 1
+        self.languages = run_folder.languages(path)
 
     def translate(self, sentences, n_best=1, seed=None):
         """Up to `n_best` `(translation, score)` pairs a sentence (str), best
@@ -164,6 +171,22 @@ class Runtime:
             return []
         return self._translate(list(sentences), n_best,
                                self.decoding.seed if seed is None else seed)
+
+    def align(self, sources, translations):
+        """An `Alignment` of each translation with its source (see
+        `aligns`)."""
+        return [proportional(source, translation)
+                for source, translation in zip(sources, translations)]
+
+    def translate_documents(self, texts, format="text", split=True, language=None):
+        """Texts of several sentences, or HTML documents (`format`), each
+        translated as `documents.read_document` reads it (split into
+        sentences unless `split=False`, by the rules of `language`, default
+        the model's source language), all their sentences in one call."""
+        language = language or (self.languages or ("en",))[0]
+        return documents.translate_documents(
+            [documents.read_document(text, language, format, split) for text in texts],
+            lambda sentences: [found[0][0] for found in self.translate(sentences)], self.align)
 
     def source_lengths(self, sentences):
         """Each sentence's length in the model's source tokens (before any

@@ -2,6 +2,9 @@
 Keras model through the `Translator`, and an export's text SavedModel.
 Imported when one of them is opened (`runtime.open_runtime`)."""
 
+import collections
+import threading
+
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops; tensorflow/text#315)
 
@@ -11,9 +14,19 @@ from keras_transformer.runtimes.runtime import Runtime, cleaned
 
 
 class KerasRuntime(Runtime):
-    """The `Translator` over a run folder's (or an export's) model.keras."""
+    """The `Translator` over a run folder's (or an export's) model.keras;
+    it aligns by the model's attention.
+
+    A search for one translation a sentence keeps its alignment as it goes
+    (`Translator.translate(..., aligned=True)`), and the runtime keeps the
+    alignments of its last `KEPT_ALIGNMENTS` translations, so that `align`
+    on them (what a server asks right after translating) costs nothing;
+    others are read in a second pass (`Translator.align`). Batches searched
+    on several threads share them under a lock."""
 
     name = "keras"
+    aligns = True
+    KEPT_ALIGNMENTS = 4096
 
     def __init__(self, path, decoding, threads=None, in_flight=1):
         super().__init__(path, decoding, threads, in_flight)
@@ -22,12 +35,35 @@ class KerasRuntime(Runtime):
         self.translator = Translator.from_directory(
             path, beam_size=decoding.beam_size, alpha=decoding.alpha,
             decode_margin=decoding.decode_margin, in_flight=in_flight, sampling=sampling)
+        self._kept = collections.OrderedDict()  # (source, translation) -> Alignment
+        self._lock = threading.Lock()
 
     def _translate(self, sentences, n_best, seed):
         if self.decoding.sampling:
             n_best = 1
-        return self.translator.translate(sentences, n_best=n_best, seed=seed,
-                                         on_overlong=lambda indexes, limit: None)
+        if n_best > 1:
+            return self.translator.translate(sentences, n_best=n_best, seed=seed,
+                                             on_overlong=lambda indexes, limit: None)
+        found = self.translator.translate(sentences, n_best=1, seed=seed, aligned=True,
+                                          on_overlong=lambda indexes, limit: None)
+        with self._lock:
+            for sentence, (hypotheses, alignment) in zip(sentences, found):
+                self._kept[sentence, hypotheses[0][0]] = alignment
+                self._kept.move_to_end((sentence, hypotheses[0][0]))
+            while len(self._kept) > self.KEPT_ALIGNMENTS:
+                self._kept.popitem(last=False)
+        return [hypotheses for hypotheses, _ in found]
+
+    def align(self, sources, translations):
+        sources, translations = list(sources), list(translations)
+        with self._lock:
+            found = [self._kept.get(pair) for pair in zip(sources, translations)]
+        missing = [index for index, alignment in enumerate(found) if alignment is None]
+        if missing:
+            for index, alignment in zip(missing, self.translator.align(
+                    cleaned([sources[i] for i in missing]), [translations[i] for i in missing])):
+                found[index] = alignment
+        return found
 
 
 class SavedModelRuntime(Runtime):

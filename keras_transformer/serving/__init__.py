@@ -1,16 +1,19 @@
-"""Serving a model over HTTP (`keras-transformer serve`, the `serve` extra):
-LibreTranslate's API, a page to try the model, batches shared by concurrent
-requests, a bounded queue, Prometheus metrics.
+"""Serving models over HTTP (`keras-transformer serve`, the `serve` extra):
+LibreTranslate's API over one model or several (each language pair its
+own, English the pivot between them), documents (text of several
+sentences, HTML, .docx files) and language detection, a page to try them,
+batches shared by concurrent requests, a bounded queue, Prometheus metrics.
 
-- `app.create_app(Settings(runtime, ...))`: the ASGI application (Starlette).
-- `batcher.Batcher`: batching across requests.
+- `app.create_app(Settings([ServedModel(runtime, "de", "en"), ...]))`: the
+  ASGI application (Starlette).
+- `batcher.Batcher`: batching across requests, one a model.
 
-The model is any `keras_transformer.runtimes` runtime: a run folder through
-the `Translator`, or an export through its SavedModel, CTranslate2 or ONNX
-runtime.
+Each model is any `keras_transformer.runtimes` runtime: a run folder
+through the `Translator`, or an export through its SavedModel, CTranslate2,
+ONNX or LiteRT runtime.
 """
 
-from keras_transformer.serving.app import Settings, create_app
+from keras_transformer.serving.app import ServedModel, Settings, create_app
 from keras_transformer.serving.batcher import Batcher, QueueFull
 
-__all__ = ["Batcher", "QueueFull", "Settings", "create_app"]
+__all__ = ["Batcher", "QueueFull", "ServedModel", "Settings", "create_app"]

@@ -10,7 +10,9 @@ and what the TensorFlow tokenizers of imported models are built on.
 - `sentencepiece_proto`: the fields of a SentencePiece model file the
   package reads or rewrites.
 
-Each offers `from_directory(folder)`, `encode(text)` (source ids, without
-the end id) and `decode(ids)` (target ids up to the first end id -> text);
-`run_folder.load_text_tokenizer` picks the one a folder holds.
+Each offers `from_directory(folder)`, `encode(text)` and `encode_target(text)`
+(source or target ids, without the end id), `decode(ids)` (target ids up to
+the first end id -> text) and `pieces(ids, target=False)`;
+`run_folder.load_text_tokenizer` picks the one a folder holds, and
+`offsets.piece_offsets` finds each piece in the text it came from.
 """

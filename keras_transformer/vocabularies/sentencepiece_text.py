@@ -34,6 +34,14 @@ class SentencePieceText:
         """Source ids, without the end token."""
         return self.processor.encode(text)
 
+    def encode_target(self, text):
+        """Target ids, without the end token: the vocabulary is shared."""
+        return self.encode(text)
+
+    def pieces(self, ids, target=False):
+        """The piece of each id (one vocabulary for both sides)."""
+        return [self.processor.id_to_piece(int(index)) for index in ids]
+
     def decode(self, ids):
         """Target ids up to the first end token -> text."""
         ids = [int(i) for i in ids]

@@ -45,9 +45,12 @@ def _earlier_output(tmp_path, name="out.txt"):
 
 
 def _expected(run, lines):
+    """What translate writes for `lines`: each line's sentences translated
+    and joined back (`Translator.translate_documents`), blank lines empty."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TruncationWarning)
-        return Translator.from_directory(str(run)).translate(lines)
+        return Translator.from_directory(str(run)).translate_documents(
+            [line if line.strip() else "" for line in lines])
 
 
 @pytest.mark.slow
@@ -261,9 +264,12 @@ def test_serve_checks_its_options_before_loading_the_model(small_run, small_expo
     _error(command(serve, small_export, "--runtime", "ctranslate2"),
            "has no ctranslate2; export it again with --formats ctranslate2")
     _error(command(serve, small_run), "does not say which languages it translates; give "
-                                      "--source-language and --target-language")
+                                      "--languages")
+    assert command(serve, small_run, small_export, "--languages", "de-en")[0] == 2  # usage
+    _error(command(serve, small_run, small_export, "--languages", "de-en", "de-en"),
+           "Two models translate the same pair")
     (tmp_path / "keys").write_text("\n  \n")
-    languages = ["--source-language", "de", "--target-language", "en"]
+    languages = ["--languages", "de-en"]
     _error(command(serve, small_run, *languages, "--api-keys", tmp_path / "keys"),
            "holds no key; write one key a line")
     _error(command(serve, small_run, *languages, "--api-keys", tmp_path / "none"),

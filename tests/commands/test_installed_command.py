@@ -136,7 +136,7 @@ def test_translate_help_says_what_each_option_does_and_its_default(capsys):
     assert {"--input", "--output", "--beam-size", "--alpha", "--batch-size", "--n-best",
             "--overlong", "--precision"} <= set(described)
     for option, text in described.items():
-        if option in ("-h", "--overwrite", "--verbose"):  # flags: off unless given
+        if option in ("-h", "--overwrite", "--verbose", "--no-split"):  # flags: off unless given
             continue
         help = text.split(None, 2)[2]  # after the option and its value's name
         assert not help.startswith("(default") and re.search(r"\(?default: \S", help), text

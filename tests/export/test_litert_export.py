@@ -239,7 +239,7 @@ def test_the_litert_runtime_translates_serves_and_translates_a_corpus(unigram, t
     from starlette.testclient import TestClient
 
     from keras_transformer.pipelines.translate_corpus import read_translations, translate_corpus
-    from keras_transformer.serving.app import Settings, create_app
+    from keras_transformer.serving.app import ServedModel, Settings, create_app
 
     run, export = unigram[:2]
     rng = np.random.default_rng(11)
@@ -254,7 +254,7 @@ def test_the_litert_runtime_translates_serves_and_translates_a_corpus(unigram, t
     assert [[t for t, _ in row] for row in found] == [[t for t, _ in row] for row in expected]
     np.testing.assert_allclose([[s for _, s in row] for row in found],
                                [[s for _, s in row] for row in expected], atol=1e-3)
-    with TestClient(create_app(Settings(opened, "de", "en"))) as client:
+    with TestClient(create_app(Settings([ServedModel(opened, "de", "en")]))) as client:
         answer = client.post("/translate", json={"q": sentences[:5], "source": "de",
                                                  "target": "en"}).json()
     assert answer == {"translatedText": [row[0][0] for row in expected[:5]]}

@@ -195,3 +195,6 @@ def test_attention_weights_are_distributions_that_respect_masks(tiny_config):
     encoder_self = np.asarray(weights["encoder_self"][0])
     np.testing.assert_allclose(encoder_self.sum(-1), 1.0, atol=1e-5)
     assert np.all(encoder_self[1, :, :, 4:] == 0)
+    for layer in range(tiny_config.num_decoder_layers):  # the lean pass alignment reads
+        np.testing.assert_allclose(model.cross_attention(source, target, layer),
+                                   weights["cross"][layer], atol=1e-6)

@@ -45,10 +45,13 @@ def inputs(tmp_path_factory):
 
 
 def _expected(translator, lines):
+    """What translate writes for each line: its sentences translated and
+    joined back, a blank line empty (`Translator.translate_documents`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TruncationWarning)
         return {(path, number): translation for path, file_lines in lines.items()
-                for number, translation in enumerate(translator.translate(file_lines), start=1)}
+                for number, translation in enumerate(translator.translate_documents(
+                    [line if line.strip() else "" for line in file_lines]), start=1)}
 
 
 @pytest.mark.slow
@@ -160,8 +163,9 @@ def test_sampled_batches_are_reproducible_for_a_seed_and_their_lines(small_expor
 
     sentences = ["der Baum und das Haus", "Das Haus ist groß.", "klein", ""]
     batch = [Line(0, number, text, 8) for number, text in enumerate(sentences * 4, start=1)]
-    # One search a batch here, so that the draws are one `sample` call's.
-    handler = ExportModelHandler(small_export, in_flight=1, decoding=Decoding(
+    # One search a batch here, each line one input, so that the draws are
+    # one `sample` call's.
+    handler = ExportModelHandler(small_export, in_flight=1, split=False, decoding=Decoding(
         sampling_topk=0, sampling_temperature=3.0, seed=4))
     model = handler.load_model()
     translate = lambda lines: [r.inference for r in handler.run_inference(lines, model)]  # noqa: E731
@@ -170,7 +174,7 @@ def test_sampled_batches_are_reproducible_for_a_seed_and_their_lines(small_expor
     assert len(set(first[0::4])) > 1 and first[3::4] == [""] * 4  # each line its own draw
     moved = [line._replace(number=line.number + 100) for line in batch]
     assert translate(moved) != first
-    other = ExportModelHandler(small_export, in_flight=1, decoding=Decoding(
+    other = ExportModelHandler(small_export, in_flight=1, split=False, decoding=Decoding(
         sampling_topk=0, sampling_temperature=3.0, seed=5))
     assert [r.inference for r in other.run_inference(batch, model)] != first
     outputs = model.model.signatures["sample"](

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 import urllib.error
 import urllib.request
 
@@ -27,7 +28,7 @@ from helpers.chromium import CHROMIUM, Browser
 from helpers.small_run import WORDS
 from keras_transformer import runtimes
 from keras_transformer.decoding import Translator
-from keras_transformer.serving import Batcher, Settings, create_app
+from keras_transformer.serving import Batcher, ServedModel, Settings, create_app
 
 SERVE = processes.ROOT + "/examples/serve.py"
 
@@ -56,7 +57,8 @@ def runtime(small_run):
 
 @pytest.fixture(scope="module")
 def client(runtime):
-    app = create_app(Settings(runtime, "de", "en", max_request_bytes=4096, max_queue=8))
+    app = create_app(Settings([ServedModel(runtime, "de", "en")], max_request_bytes=4096,
+                              max_queue=8))
     # Faults are answered by the application (500), not raised into the test.
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
@@ -85,14 +87,18 @@ def test_libretranslate_requests_and_answers(client, translator):
     status, answer = _post(client, {"q": many, "source": "auto", "target": "en",
                                     "alternatives": "1", "format": "text"})
     assert status == 200 and answer["translatedText"] == expected
-    assert [len(others) for others in answer["alternatives"]] == [1, 1, 1]
-    assert answer["detectedLanguage"] == [{"confidence": 100.0, "language": "de"}] * 3
+    assert [len(others) for others in answer["alternatives"]] == [1, 0, 1]
+    detected = answer["detectedLanguage"]
+    assert [entry["language"] for entry in detected] == ["de", "en", "de"]
+    assert detected[0]["confidence"] > 50 and detected[1]["confidence"] == 0  # blank: none
     assert client.get("/languages").json() == [
         {"code": "de", "name": "German", "targets": ["en"]},
         {"code": "en", "name": "English", "targets": []}]
     health = client.get("/health").json()
-    assert health["status"] == "ok" and health["runtime"] == "keras"
-    assert health["max_alternatives"] == 3
+    assert health["status"] == "ok" and len(health["models"]) == 1
+    assert health["models"][0]["runtime"] == "keras" and health["models"][0]["aligns"]
+    assert health["models"][0]["max_alternatives"] == 3
+    assert health["models"][0]["languages"] == ["de", "en"]
 
 
 def test_each_error_class_has_its_status_and_a_json_message(client, runtime, monkeypatch):
@@ -106,9 +112,11 @@ def test_each_error_class_has_its_status_and_a_json_message(client, runtime, mon
         (dict(json=good | {"q": 5}), 400, "q must be a string or a list of strings"),
         (dict(json=good | {"q": ["a", 2]}), 400, "q must be a string or a list of strings"),
         (dict(json={"q": "x", "source": "de"}), 400, "missing target parameter"),
-        (dict(json=good | {"source": "fr"}), 400, "fr -> en is not translated here"),
-        (dict(json=good | {"target": "de"}), 400, "de -> de is not translated here"),
-        (dict(json=good | {"format": "html"}), 400, "format 'html' is not supported"),
+        (dict(json=good | {"source": "fr"}), 400, "fr is not supported"),
+        (dict(json=good | {"target": "de"}), 400,
+         "German (de) is not available as a target language from German (de)"),
+        (dict(json=good | {"format": "xml"}), 400, "xml format is not supported"),
+        (dict(json=good | {"format": "html", "alternatives": 1}), 400, "and 0 for html"),
         (dict(json=good | {"alternatives": 4}), 400, "alternatives must be from 0 to 3"),
         (dict(json=good | {"alternatives": "many"}), 400, "alternatives must be a whole number"),
         (dict(json=good | {"alternatives": "--3"}), 400, "alternatives must be a whole number"),
@@ -134,7 +142,7 @@ def test_each_error_class_has_its_status_and_a_json_message(client, runtime, mon
 
 
 def test_api_keys_are_required_when_given(runtime):
-    app = create_app(Settings(runtime, "de", "en", api_keys={"key-1"}))
+    app = create_app(Settings([ServedModel(runtime, "de", "en")], api_keys={"key-1"}))
     with TestClient(app) as client:
         good = {"q": "der Baum", "source": "de", "target": "en"}
         assert _post(client, good) == (403, {"error": "Invalid API key"})
@@ -189,7 +197,7 @@ def _start(model, *options):
     """`serve MODEL OPTIONS` on a free loopback port, once it answers /health."""
     port, = processes.free_ports(1)
     process = subprocess.Popen([sys.executable, SERVE, str(model), "--port", str(port),
-                                "--source-language", "de", "--target-language", "en", *options],
+                                "--languages", "de-en", *options],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env=processes.environment())
     url = f"http://127.0.0.1:{port}/"
@@ -225,8 +233,9 @@ def server(small_run):
 
 
 def _metric(url, name):
+    """A metric's value, summed over its labels (the models)."""
     text = urllib.request.urlopen(url + "metrics", timeout=10).read().decode()
-    return float(re.search(rf"^{name} (\S+)$", text, re.M).group(1))
+    return sum(float(value) for value in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
 
 
 @pytest.mark.slow
@@ -260,17 +269,27 @@ def test_the_page_translates_typed_text_in_chromium(server, translator, tmp_path
     browser = Browser(tmp_path / "profile")
     try:
         browser.open(server)
-        assert browser.wait_for('document.getElementById("pair").textContent.includes("→") && '
-                                'document.getElementById("pair").textContent') == "German → English"
+        assert browser.wait_for('document.getElementById("to").options.length && '
+                                '[document.getElementById("from").value, '
+                                'document.getElementById("to").value].join(" ")') == "de en"
         browser.evaluate(f'document.getElementById("source").value = {json.dumps(chr(10).join(lines))};'
                          'document.getElementById("translate").click(); true')
         shown = browser.wait_for('(text => text !== "…" && text)('
                                  'document.getElementById("translation").textContent)')
+        # Each line a sentence, joined back with the line break; the k-th
+        # alternative, each line's k-th best.
         assert shown == "\n".join(row[0][0] for row in best)
         alternatives = browser.evaluate('[...document.querySelectorAll("#alternatives li")]'
                                         '.map(item => item.textContent)')
-        assert alternatives == [f"{line}: {text}" for line, row in enumerate(best, start=1)
-                                for text, _ in row[1:]]
+        assert alternatives == ["\n".join(row[k][0] for row in best) for k in (1, 2, 3)]
+        # HTML is shown as text, never as markup.
+        browser.evaluate('document.getElementById("format").value = "html";'
+                         'document.getElementById("source").value = "<b>der Baum</b>";'
+                         'document.getElementById("translate").click(); true')
+        shown = browser.wait_for('(text => text !== "…" && text.startsWith("<b>") && text)('
+                                 'document.getElementById("translation").textContent)')
+        assert shown.startswith("<b>") and shown.endswith("</b>")
+        assert browser.evaluate('document.querySelectorAll("#translation b").length') == 0
     finally:
         browser.close()
 
@@ -303,3 +322,12 @@ def test_a_burst_beyond_the_queue_is_turned_away_and_sigterm_answers_what_is_in_
             urllib.request.urlopen(url + "health", timeout=5)
     finally:
         process.kill()
+
+
+def test_models_whose_folders_share_a_name_are_told_apart_by_their_pair():
+    first, second = (types.SimpleNamespace(path=path) for path in ("runs/a/model", "runs/b/model"))
+    settings = Settings([ServedModel(first, "de", "en"), ServedModel(second, "en", "fr"),
+                         ServedModel(types.SimpleNamespace(path="exports/opus/"), "fr", "en")])
+    assert [model.name for model in settings.models] == ["model-de-en", "model-en-fr", "opus"]
+    with pytest.raises(ValueError, match="one model per language pair"):
+        Settings([ServedModel(first, "de", "en"), ServedModel(second, "de", "en")])
