@@ -1,5 +1,6 @@
 """What this CPU computes, as TensorFlow sees it: whether it does bfloat16
-natively, and whether TensorFlow's bfloat16 matmuls would crash here.
+natively, and whether TensorFlow's bfloat16 or float16 matmuls would crash
+here.
 
 TensorFlow 2.21 picks oneDNN's bfloat16 kernels from the CPU's flags
 (AVX-512), while `ONEDNN_MAX_CPU_ISA` caps the instructions oneDNN may use.
@@ -8,13 +9,23 @@ setting that imitates an older CPU), the first bfloat16 matmul ends the
 process with a segmentation fault (it does on an AVX-512 BF16 EPYC, where
 caps of AVX512_CORE and higher run). A CPU without AVX-512 computes bfloat16
 with Eigen and does not crash; `TF_ENABLE_ONEDNN_OPTS=0` does the same on
-any CPU.
+any CPU. float16 does the same on a CPU with AVX-512 FP16 (Sapphire Rapids
+and later) capped below it: there a float16 matmul crashed under caps up to
+AVX512_CORE_BF16 and ran under AVX512_CORE_FP16.
 """
 
 import os
 
 _BELOW_AVX512 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
 """oneDNN's `ONEDNN_MAX_CPU_ISA` values that leave out AVX-512."""
+
+_CRASHING_CAPS = {
+    "bfloat16": ("avx512f", _BELOW_AVX512),
+    "float16": ("avx512_fp16", _BELOW_AVX512 + ("AVX512_CORE", "AVX512_CORE_VNNI",
+                                                "AVX512_CORE_BF16")),
+}
+"""For each half precision: the CPU flag whose kernels TensorFlow picks, and
+the caps that hide it."""
 
 
 def cpu_flags():
@@ -29,20 +40,30 @@ def cpu_flags():
     return set()
 
 
-def bfloat16_crashes():
-    """Whether a bfloat16 matmul would crash TensorFlow here (see the module
-    docstring)."""
-    capped = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in _BELOW_AVX512
+def crashes(precision="bfloat16"):
+    """Whether a matmul in `precision` ("bfloat16" or "float16") would crash
+    TensorFlow here (see the module docstring)."""
+    flag, caps = _CRASHING_CAPS[precision]
+    capped = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in caps
     onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") != "0"
-    return capped and onednn and "avx512f" in cpu_flags()
+    return capped and onednn and flag in cpu_flags()
 
 
-def check_bfloat16():
-    """Raises a one-line ValueError where bfloat16 would crash TensorFlow."""
-    if bfloat16_crashes():
+def bfloat16_crashes():
+    """Whether a bfloat16 matmul would crash TensorFlow here."""
+    return crashes("bfloat16")
+
+
+def check_precision(precision):
+    """Raises a one-line ValueError where `precision` ("bfloat16" or
+    "float16"; a Keras policy's "mixed_" prefix allowed) would crash
+    TensorFlow; does nothing for others."""
+    precision = precision.removeprefix("mixed_")
+    if precision in _CRASHING_CAPS and crashes(precision):
         raise ValueError(
-            f"bfloat16 cannot run here: ONEDNN_MAX_CPU_ISA={os.environ['ONEDNN_MAX_CPU_ISA']} "
-            "caps oneDNN below this CPU's AVX-512, and TensorFlow then crashes in bfloat16 "
+            f"{precision} cannot run here: ONEDNN_MAX_CPU_ISA="
+            f"{os.environ['ONEDNN_MAX_CPU_ISA']} caps oneDNN below this CPU's "
+            f"{_CRASHING_CAPS[precision][0]}, and TensorFlow then crashes in {precision} "
             "matmuls; unset it, set TF_ENABLE_ONEDNN_OPTS=0, or use float32.")
 
 

@@ -1,6 +1,7 @@
 """Where TensorFlow's bfloat16 matmuls would crash (oneDNN capped below the
-CPU's AVX-512), bfloat16 is refused in one line before any matmul runs, and
-the demo trains in float32; elsewhere nothing changes."""
+CPU's AVX-512), or its float16 ones (capped below AVX-512 FP16), that
+precision is refused in one line before any matmul runs, and the demo trains
+in float32; elsewhere nothing changes."""
 
 import os
 
@@ -35,6 +36,23 @@ def test_bfloat16_crashes_only_where_the_cap_hides_the_cpus_avx512(monkeypatch, 
     _machine(monkeypatch, isa, onednn, flags)
     assert cpu_features.bfloat16_crashes() is crashes
     assert cpu_features.native_bfloat16() is ("avx512_bf16" in flags and not crashes)
+
+
+@pytest.mark.parametrize("isa, flags, crashes", [
+    ("AVX2", {"avx512f", "avx512_bf16", "avx512_fp16"}, True),
+    ("AVX512_CORE_BF16", {"avx512f", "avx512_bf16", "avx512_fp16"}, True),
+    ("AVX512_CORE_FP16", {"avx512f", "avx512_bf16", "avx512_fp16"}, False),
+    ("AVX2", {"avx512f", "avx512_bf16"}, False),  # no FP16 kernels to pick
+    (None, {"avx512f", "avx512_fp16"}, False),
+])
+def test_float16_crashes_only_where_the_cap_hides_the_cpus_avx512_fp16(monkeypatch, isa, flags,
+                                                                       crashes):
+    _machine(monkeypatch, isa, None, flags)
+    assert cpu_features.crashes("float16") is crashes
+    if crashes:
+        with pytest.raises(ValueError, match=f"float16 cannot run here: ONEDNN_MAX_CPU_ISA={isa}"):
+            set_precision("mixed_float16")
+    assert keras.config.dtype_policy().name == "float32"
 
 
 def test_bfloat16_is_refused_in_one_line_where_it_would_crash(monkeypatch, tiny_config):

@@ -5,7 +5,7 @@ from the same layers."""
 import keras
 from keras import ops
 
-from keras_transformer.cpu_features import check_bfloat16
+from keras_transformer.cpu_features import check_precision
 from keras_transformer.layers import (
     LearnedPositionalEmbedding,
     SharedEmbedding,
@@ -395,8 +395,8 @@ def in_precision(model, precision):
     """
     if precision not in DECODING_PRECISIONS:
         raise ValueError(f"precision must be one of {DECODING_PRECISIONS}; got {precision!r}.")
-    if precision == "bfloat16" and keras.backend.backend() == "tensorflow":
-        check_bfloat16()
+    if keras.backend.backend() == "tensorflow":
+        check_precision(precision)
     if model.dtype_policy.name == precision:
         return model
     previous = keras.config.dtype_policy()

@@ -7,7 +7,7 @@ import os
 import keras
 import tensorflow as tf
 
-from keras_transformer.cpu_features import check_bfloat16
+from keras_transformer.cpu_features import check_precision
 from keras_transformer.names import STRATEGIES
 from keras_transformer.names import TRAINING_PRECISIONS as PRECISIONS
 
@@ -65,11 +65,11 @@ def set_precision(precision):
     """Sets Keras' global dtype policy: "float32", "mixed_float16" (GPUs; the
     trainer adds dynamic loss scaling) or "mixed_bfloat16" (TPUs, recent GPUs
     and CPUs; no loss scaling needed). Variables stay float32. (Any Keras
-    backend; the check of the CPU's bfloat16 is TensorFlow's.)"""
+    backend; the check of the CPU's half precisions is TensorFlow's.)"""
     if precision not in PRECISIONS:
         raise ValueError(f"Unknown precision {precision!r}; expected one of {PRECISIONS}.")
-    if precision == "mixed_bfloat16" and keras.backend.backend() == "tensorflow":
-        check_bfloat16()
+    if keras.backend.backend() == "tensorflow":
+        check_precision(precision)
     keras.config.set_dtype_policy(precision)
 
 

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from helpers.bfloat16 import needs_bfloat16
+from helpers.bfloat16 import needs_bfloat16, needs_float16
 from keras_transformer.models import (
     TABLE3_VARIANTS,
     Transformer,
@@ -161,7 +161,8 @@ def test_vocabulary_errors(tiny_config):
 
 
 @pytest.mark.parametrize("policy, tolerance", [
-    ("mixed_float16", 0.05), pytest.param("mixed_bfloat16", 0.3, marks=needs_bfloat16)])
+    pytest.param("mixed_float16", 0.05, marks=needs_float16),
+    pytest.param("mixed_bfloat16", 0.3, marks=needs_bfloat16)])
 def test_mixed_precision_keeps_float32_weights_and_logits(tiny_config, policy, tolerance):
     reference_model = transformer(tiny_config, VOCAB)
     keras.config.set_dtype_policy(policy)
