@@ -172,6 +172,14 @@ class Runtime:
         return self._translate(list(sentences), n_best,
                                self.decoding.seed if seed is None else seed)
 
+    def slot_translator(self, n_best=1):
+        """A translator with continuous batching for one thread of a server
+        (`decoding.SlotTranslator`: `join`, `advance`, `cancel`, `free`,
+        `live`), or None where this runtime has none: then a server
+        searches batches. The Keras runtime has one; the exports' engines
+        run their own searches."""
+        return None
+
     def align(self, sources, translations):
         """An `Alignment` of each translation with its source (see
         `aligns`)."""
