@@ -139,9 +139,9 @@ class TokenScores:
     every search scores them: the padding and start tokens banned, and at a
     hypothesis's length limit every token but the end. Holds the output
     projection's matrix (`Transformer.output_weights`), made once for a
-    search, not at every step: make it inside the graph that steps."""
+    search, not at every step: inside the graph that steps, unless given."""
 
-    def __init__(self, model):
+    def __init__(self, model, output_weights=None):
         config = model.config
         # The start token is banned unless it is also the end token (fairseq).
         banned = {config.pad_id, config.decoder_start_id} - {config.eos_id}
@@ -151,7 +151,7 @@ class TokenScores:
                                             axis=0)
         # At its length limit a hypothesis may only end.
         self.not_end = tf.range(model.target_vocab_size) != config.eos_id
-        self.output_weights = model.output_weights()
+        self.output_weights = model.output_weights() if output_weights is None else output_weights
 
     def log_probs(self, logits, at_limit):
         """Log-probabilities `(rows, vocabulary)` of the last position of

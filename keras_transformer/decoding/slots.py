@@ -7,9 +7,9 @@ rows at nearly a full batch's cost (a CPU's decoding step mostly reads
 weights), and a sentence that arrives meanwhile waits for the next batch.
 A `SlotSearch` instead holds up to `slots` sentences; whenever one ends, the
 next waiting sentence takes its place at the next step. LLM servers do this
-(Orca's iteration-level scheduling, vLLM); for an encoder-decoder model
-with beam search no open-source translation engine did (CTranslate2 and
-Marian drop finished sentences but admit none).
+(Orca's iteration-level scheduling, vLLM); of the open-source translation
+engines we know, none does it for an encoder-decoder model with beam search
+(CTranslate2 and Marian drop finished sentences but admit none).
 
 How the sentences of a running search are kept apart:
 - Each sentence has its own position, its `start`: the column of the
@@ -25,9 +25,9 @@ How the sentences of a running search are kept apart:
 - Its cross-attention keys and values are computed once, when it joins (the
   newcomers of a step encoded together), padded to the longest live source
   and masked beyond its own; they are cut back when the longest leaves.
-  Measured against buckets of fixed source lengths, this padding to the
-  live maximum wastes fewer columns on real text (sentences join in order
-  of length in a file), and needs no choice of buckets.
+  This needs no choice of buckets, and in a file, whose sentences join
+  longest first, the live sources have about one length. (Buckets of
+  fixed lengths have not been measured against it.)
 - Each beam keeps its own tokens, finished hypotheses and scores, stepped
   by the same code as `search.beam_search` (`search.beam_step`), at its
   own position. Nothing of a step mixes sentences, so each sentence's
@@ -35,10 +35,14 @@ How the sentences of a running search are kept apart:
   around it (tested with sentences joining at random steps).
 
 The steps run in one traced `tf.function` (`advance`), a `tf.while_loop`
-that returns at the first step where some sentence ends (or after
-`max_steps`); joining (`join`) is another. Between them the caller, in
-Python, collects the finished sentences and admits waiting ones: a call
-every few steps, not every step.
+in which each sentence leaves at the step it ends, and which returns once
+some have ended and enough slots are free (`free`), or after `max_steps`;
+joining (`join`) is another. Between them the caller, in Python, collects
+the finished sentences and admits waiting ones. At full slots the
+bookkeeping costs a few percent of a step; each return to Python costs
+about 2 ms and each join an encoder call, which is why, on 2 cores, sorted
+batches are still faster for whole files and for a server's single
+sentences (docs/benchmarks.md, "Continuous batching").
 
 Sampling (back-translation) is not done here: its draws are made for a
 batch (`search.Sampling`), and joining would change them.
@@ -106,13 +110,18 @@ class SlotSearch:
         # and its key.
         self._order, self._keys, self._next_id = [], {}, 0
         self._state = self._empty = self._empty_state()
+        # The output projection's matrix, transposed once here rather than in
+        # every `advance` (a transpose of the embedding took most of a call
+        # that ran no step): the weights are read when the search is made.
+        self._output_weights = model.output_weights()
         specs = tf.nest.map_structure(
             lambda shape, value: tf.TensorSpec(shape, value.dtype),
             free_shapes(self._state), self._state)
         self._join = tf.function(self._join_graph, autograph=False, input_signature=[
             specs, tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)])
         self._advance = tf.function(self._advance_graph, autograph=False, input_signature=[
-            specs, tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32)])
+            specs, tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32),
+            tf.TensorSpec(self._output_weights.shape, self._output_weights.dtype)])
         self._remove = tf.function(lambda state, gone: self._without(*state, gone),
                                    autograph=False,
                                    input_signature=[specs, tf.TensorSpec([None], tf.bool)])
@@ -178,7 +187,8 @@ class SlotSearch:
         if not self._order:
             return []
         self._state, ids, *results = self._advance(
-            self._state, tf.constant(max_steps, tf.int32), tf.constant(free, tf.int32))
+            self._state, tf.constant(max_steps, tf.int32), tf.constant(free, tf.int32),
+            self._output_weights)
         ids = ids.numpy().tolist()
         gone = set(ids)
         self._order = [i for i in self._order if i not in gone]
@@ -318,8 +328,8 @@ class SlotSearch:
                    sentences["finished_log_probs"][:, :n_best])
         return results + ((sentences["finished_attended"][:, :n_best, 1:],) if aligned else ())
 
-    def _advance_graph(self, state, max_steps, free):
-        scores = TokenScores(self.model)
+    def _advance_graph(self, state, max_steps, free, output_weights):
+        scores = TokenScores(self.model, output_weights)
         sentences, cache = state
         # The results of the sentences that ended, their ids first.
         ended = (sentences["id"][:0],) + tuple(result[:0] for result in self._results(sentences))
@@ -387,7 +397,8 @@ def search_all(search, source_ids, order=None, max_steps=2**30):
         if newcomers:
             search.join(pad_sources([source_ids[i] for i in newcomers],
                                     search.model.config.pad_id), newcomers)
-        for key, *result in search.advance(max_steps):
+        left = len(order) - waiting
+        for key, *result in search.advance(max_steps, free=min(left, search.slots) or search.slots):
             results[key] = tuple(result)
     return results
 

@@ -209,7 +209,7 @@ class Translator:
         self.sampling = sampling
         self.source_language = source_language
         self.slots = slots
-        self._slot_searches = {}  # (alpha, best_only, aligned) -> a traced SlotSearch to fork
+        self._slot_searches = {}  # (alpha, best_only, aligned, slots) -> a SlotSearch to fork
         # One traced search for one translation a sentence (the beam ends
         # each sentence once its best is settled), one for n-best lists, one
         # for aligned translations; each is traced on its first use.
@@ -544,8 +544,8 @@ class SlotTranslator:
     `Translator.translate` cuts them.
 
     Args:
-        translator: a `Translator` (its model, tokenizer and decoding; its
-            `slots`, or 32 where it has none).
+        translator: a `Translator` (its model, tokenizer and decoding).
+        slots: sentences searched at once.
         n_best: hypotheses a sentence gives (1: the best alone, which ends
             each sentence once its best is settled).
         aligned: each best translation also gives its `Alignment`, from the
@@ -555,11 +555,11 @@ class SlotTranslator:
             alignment)` (a runtime keeping alignments).
     """
 
-    def __init__(self, translator, n_best=1, aligned=False, on_aligned=None):
+    def __init__(self, translator, slots, n_best=1, aligned=False, on_aligned=None):
         self.translator = translator
         self.n_best = n_best
         self.search = translator.slot_search(best_only=n_best == 1, aligned=aligned,
-                                              slots=translator.slots or 32)
+                                              slots=slots)
         self.aligned = aligned
         self.on_aligned = on_aligned
         self._sources = {}  # key -> (sentence, cleaned, source ids without the end token)

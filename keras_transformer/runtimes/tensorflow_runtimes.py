@@ -60,12 +60,12 @@ class KerasRuntime(Runtime):
                 self._kept.popitem(last=False)
 
     def slot_translator(self, n_best=1):
-        """A `SlotTranslator` (none with sampling, whose draws are a
-        batch's); one for the best translations keeps their alignments, as
-        `translate` does."""
-        if self.decoding.sampling:
+        """A `SlotTranslator` of `slots` (none without, or with sampling,
+        whose draws are a batch's); one for the best translations keeps
+        their alignments, as `translate` does."""
+        if self.decoding.sampling or not self.slots:
             return None
-        return SlotTranslator(self.translator, n_best, aligned=n_best == 1,
+        return SlotTranslator(self.translator, self.slots, n_best, aligned=n_best == 1,
                               on_aligned=self._keep if n_best == 1 else None)
 
     def align(self, sources, translations):

@@ -19,9 +19,9 @@ other cycled through a few stragglers, and the server answered fewer
 sentences a second (docs/benchmarks-log.md, "Serving over HTTP").
 
 With a runtime that has continuous batching (`Runtime.slot_translator`:
-the Keras runtime), the queue instead feeds each worker's slots
-(`decoding.slots`): between steps, a worker admits waiting sentences into
-its free slots, up to its share of the sentences in the server, and each
+the Keras runtime opened with `slots`), the queue instead feeds each
+worker's slots (`decoding.slots`): between steps, a worker admits waiting
+sentences into its free slots, up to its share of the sentences in the server, and each
 sentence's answer is settled at the step it ends, not when its batch does.
 A short sentence sent while long ones decode then waits for a step, not a
 batch; a worker that has free slots and nothing waiting returns from its
@@ -187,7 +187,6 @@ class Batcher:
             if self.observe is not None:
                 self.observe(len(batch), sum(item.tokens for item in batch),
                              time.monotonic() - started)
-
 
     def _admit(self, searches, live):
         """Takes the waiting sentences this worker's slots admit now (waiting

@@ -13,7 +13,13 @@ import tensorflow as tf
 from helpers.tasks import VOCAB, reverse_dataset
 from keras_transformer.batch_defaults import length_batches, share_cores
 from keras_transformer.data import EOS_ID, Tokenizer, block_token_batches, train_tokenizer
-from keras_transformer.decoding import Translator, beam_search, greedy_search, length_penalty
+from keras_transformer.decoding import (
+    Sampling,
+    Translator,
+    beam_search,
+    greedy_search,
+    length_penalty,
+)
 from keras_transformer.data import encode_sources
 from keras_transformer.models import BASE, transformer
 from keras_transformer.textfiles import TruncationWarning
@@ -481,6 +487,10 @@ def test_continuous_batching_translates_as_batches(translator, beam_size):
     np.testing.assert_allclose([[score for _, score in row] for row in found],
                                [[score for _, score in row] for row in expected], rtol=1e-4)
     assert slots.translate([]) == []
+    # Sampling searches batches, with each batch's seed: the same draws.
+    drawn = [Translator(translator.model, translator.tokenizer, sampling=Sampling(seed=5),
+                        **options).translate(lines) for options in ({}, {"slots": 3})]
+    assert drawn[0] == drawn[1]
 
 
 @pytest.mark.slow

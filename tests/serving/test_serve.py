@@ -52,7 +52,8 @@ def translator(small_run):
 
 @pytest.fixture(scope="module")
 def runtime(small_run):
-    return runtimes.open_runtime(str(small_run), in_flight=1)
+    """The Keras runtime with continuous batching, as `serve` opens it."""
+    return runtimes.open_runtime(str(small_run), in_flight=1, slots=8)
 
 
 @pytest.fixture(scope="module")
@@ -335,8 +336,8 @@ def test_the_page_translates_typed_text_in_chromium(server, translator, tmp_path
 
 @pytest.mark.slow
 def test_a_burst_beyond_the_queue_is_turned_away_and_sigterm_answers_what_is_in_flight(small_run):
-    # One worker, a queue of 4 sentences, batches that wait 300 ms to fill.
-    process, url = _start(small_run, "--max-queue", "4", "--workers", "1", "--max-wait-ms", "300")
+    # One worker of two slots, a queue of 4 sentences.
+    process, url = _start(small_run, "--max-queue", "4", "--workers", "1", "--slots", "2")
     try:
         body = {"q": "das Haus ist groß", "source": "de", "target": "en"}
         with concurrent.futures.ThreadPoolExecutor(16) as threads:
@@ -348,7 +349,7 @@ def test_a_burst_beyond_the_queue_is_turned_away_and_sigterm_answers_what_is_in_
                 assert headers["Retry-After"] == "1" and "queue is full" in answer["error"]
         assert _request(url, body)[0] == 200  # recovered
 
-        # SIGTERM while three requests wait in the queue: each is answered.
+        # SIGTERM with the slots full and a request waiting: each is answered.
         with concurrent.futures.ThreadPoolExecutor(3) as threads:
             in_flight = [threads.submit(_request, url, body | {"q": text})
                          for text in _sentences(3, seed=5)]
