@@ -16,6 +16,13 @@ winning before then), beam 4 and greedy. Reported: target tokens per second
 (ours, CTranslate2, Marian, ours, ...), so that the ratios compare runs made
 at the same time on a machine whose speed drifts. `--uncached` adds our
 search re-running the decoder over the whole prefix at every step.
+
+`--slots` adds our continuous batching (`decoding.SlotSearch`, float32)
+with as many slots as the batch has sentences, all of them joining at the
+first step: the same steps over the same rows as the batch's search, so
+that the ratio is what the slots' bookkeeping costs (each row's own
+position, cache start and mask; the returns to Python). `--ours-only`
+leaves out CTranslate2, onnxruntime and Marian.
 """
 
 import argparse
@@ -47,11 +54,12 @@ def base_model():
     return model_running_to_the_limit(config, VOCAB)
 
 
-def ours(model, uncached=False):
+def ours(model, uncached=False, slots=False):
     """Our searches, each a callable that decodes the batch once."""
     import tensorflow as tf
 
-    from keras_transformer.decoding import beam_search, greedy_search
+    from keras_transformer.decoding import SlotSearch, beam_search, greedy_search
+    from keras_transformer.decoding.slots import search_all
     from keras_transformer.models import in_precision
 
     source = tf.constant(sources())
@@ -70,6 +78,13 @@ def ours(model, uncached=False):
             lengths = np.count_nonzero(function(source).numpy()[:, 0], axis=1)
             assert (lengths == OUTPUT_TOKENS).all(), lengths
             runs[f"ours {precision}, {name}"] = lambda function=function: function(source).numpy()
+    for name, beam in (("beam 4", 4), ("greedy", 1)) if slots else ():
+        search = SlotSearch(model, BATCH, beam_size=beam)
+        rows = list(sources())
+        lengths = [np.count_nonzero(tokens[0]) for tokens, *_ in search_all(search, rows)]
+        assert lengths == [OUTPUT_TOKENS] * BATCH, lengths
+        runs[f"ours float32, {name}, slots"] = lambda search=search, rows=rows: search_all(
+            search, rows)
     return runs
 
 
@@ -167,13 +182,18 @@ def main():
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--uncached", action="store_true",
                         help="also time our search without the key/value cache")
+    parser.add_argument("--slots", action="store_true",
+                        help="also time our continuous batching at full slots")
+    parser.add_argument("--ours-only", action="store_true",
+                        help="leave out CTranslate2, onnxruntime and Marian")
     args = parser.parse_args()
     print(f"Machine: {machine()}. Batch {BATCH} x {SOURCE_LENGTH} source tokens, "
           f"{OUTPUT_TOKENS} output tokens each, base model, vocabulary {VOCAB}.\n")
     model = base_model()
     with tempfile.TemporaryDirectory() as folder:
-        runs = ours(model, args.uncached) | ctranslate2_runs(model) | onnx_search(model, folder)
-        runs |= marian()
+        runs = ours(model, args.uncached, args.slots)
+        if not args.ours_only:
+            runs |= ctranslate2_runs(model) | onnx_search(model, folder) | marian()
         results = timed_interleaved(runs, warmup=1, repeats=args.repeats)
     tokens = BATCH * OUTPUT_TOKENS
     print(f"{'':34s} {'s/batch':>8s} {'target tok/s':>13s}")
@@ -185,6 +205,11 @@ def main():
 
     print()
     for search in ("beam 4", "greedy"):
+        if args.slots:
+            print(f"{search}: slots / batch, float32, in time a batch "
+                  f"{results[f'ours float32, {search}, slots'] / results[f'ours float32, {search}']:.3f}x")
+        if args.ours_only:
+            continue
         marian_name = f"Marian generate, {search}"
         print(f"{search}: ours float32 / CTranslate2 float32 "
               f"{ratio(f'ours float32, {search}', f'CTranslate2 float32, {search}'):.2f}x; "

@@ -26,10 +26,18 @@ counted. Then a burst: `--burst` requests of 8 sentences each sent at once
 were refused with 503 and how fast, the server's memory before and after,
 and whether it answers again.
 
-Goals: with 32 clients at least 0.8x the Translator's whole-list
-throughput and at least 3x one client's; the 99th-percentile latency with
-one client at most 1.2x that of one Translator call; no lost or wrong
-answer; the burst refused fast and the server recovering.
+While the most clients load the server, a probe sends the shortest of the
+sentences every 0.2 s: its latency under load against the same sentence on
+the idle server (before the round) says how long a short request waits
+behind long ones. `--slots N` also runs a server with continuous batching
+(`serve --slots N`; the default server searches batches), timed in the
+same turns with the same clients and probe.
+
+Goals: with 32 clients at least 0.9x the Translator's whole-list
+throughput and at least 3x one client's; the short sentence under load
+within 3x its idle latency; the 99th-percentile latency with one client at
+most 1.2x that of one Translator call; no lost or wrong answer; the burst
+refused fast and the server recovering.
 """
 
 import argparse
@@ -102,9 +110,24 @@ def _post(connection, q, languages):
     return response.status, answer.get("translatedText")
 
 
-def clients(server, sentences, count, languages):
+def probe_latencies(server, sentence, languages, stop, every=0.2, count=None):
+    """Latencies of `sentence` sent every `every` seconds until `stop` is
+    set (or `count` times)."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
+    found = []
+    while not stop.is_set() and (count is None or len(found) < count):
+        started = time.perf_counter()
+        _post(connection, sentence, languages)
+        found.append(time.perf_counter() - started)
+        time.sleep(every)
+    connection.close()
+    return found
+
+
+def clients(server, sentences, count, languages, probe=None):
     """All `sentences`, sent by `count` clients one a request: seconds in
-    all, each request's latency, and each answer (None if lost)."""
+    all, each request's latency, and each answer (None if lost); with
+    `probe` (a sentence), also its latencies meanwhile (`probe_latencies`)."""
     answers, latencies = [None] * len(sentences), [0.0] * len(sentences)
     next_index, lock = iter(range(len(sentences))), threading.Lock()
 
@@ -125,13 +148,20 @@ def clients(server, sentences, count, languages):
                 connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
             latencies[index] = time.perf_counter() - started
 
+    stop, probed = threading.Event(), []
+    prober = threading.Thread(target=lambda: probed.extend(
+        probe_latencies(server, probe, languages, stop))) if probe else None
     started = time.perf_counter()
     threads = [threading.Thread(target=client) for _ in range(count)]
-    for thread in threads:
+    for thread in threads + ([prober] if prober else []):
         thread.start()
     for thread in threads:
         thread.join()
-    return time.perf_counter() - started, latencies, answers
+    seconds = time.perf_counter() - started
+    stop.set()
+    if prober:
+        prober.join()
+    return seconds, latencies, answers, probed
 
 
 def burst(server, sentences, count, languages):
@@ -173,6 +203,9 @@ def main():
     parser.add_argument("--burst", type=int, default=400, help="requests sent at once")
     parser.add_argument("--max-queue", type=int, default=128,
                         help="the server's --max-queue for the burst")
+    parser.add_argument("--slots", type=int,
+                        help="also time a server with this many slots a worker (continuous "
+                        "batching) in the same turns")
     args = parser.parse_args()
 
     from keras_transformer.batch_defaults import share_cores
@@ -192,12 +225,20 @@ def main():
     capped = Translator(translator.model, translator.tokenizer, batch_size=capped_rows)
     capped_name = f"Translator, {capped_rows} a batch"
     server = Server(args.run_dir, ["--max-queue", str(args.max_queue)])
+    servers = {"server": server}
+    short = min(sentences, key=len)
+    probes = {}  # name -> (idle latencies, latencies under the most clients)
     try:
-        clients(server, sentences[:16], 4, languages)  # warm
+        if args.slots:
+            servers[f"server, {args.slots} slots"] = Server(
+                args.run_dir, ["--max-queue", str(args.max_queue), "--slots", str(args.slots)])
+        for each in servers.values():
+            clients(each, sentences[:16], 4, languages)  # warm
         args.clients = [1] + sorted(set(args.clients) - {1})
         times = {name: [] for name in ["Translator, whole list", capped_name,
                                        "Translator, one a call"]
-                 + [f"server, {count} client(s)" for count in args.clients]}
+                 + [f"{kind}, {count} client(s)" for count in args.clients
+                    for kind in (servers if count > 1 else ["server"])]}
         latencies, wrong, lost = {name: [] for name in times}, dict.fromkeys(times, 0), \
             dict.fromkeys(times, 0)
         for _ in range(args.repeats):
@@ -224,9 +265,17 @@ def main():
             for name, values in alone.items():
                 times[name].append(sum(values))
                 latencies[name] += values
-            for count in args.clients[1:]:
-                name = f"server, {count} client(s)"
-                seconds, request_latencies, answers = clients(server, sentences, count, languages)
+            for count, (kind, each) in ((count, pair) for count in args.clients[1:]
+                                        for pair in servers.items()):
+                name = f"{kind}, {count} client(s)"
+                probe = short if count == max(args.clients) else None
+                if probe:
+                    idle = probe_latencies(each, probe, languages, threading.Event(), 0.05, 10)
+                seconds, request_latencies, answers, probed = clients(each, sentences, count,
+                                                                      languages, probe)
+                if probe:
+                    before, under = probes.get(kind, ([], []))
+                    probes[kind] = (before + idle, under + probed)
                 times[name].append(seconds)
                 latencies[name] += request_latencies
                 lost[name] += sum(answer is None for answer in answers)
@@ -236,6 +285,9 @@ def main():
             server, sentences[:8], args.burst, languages)
     finally:
         exit_status = server.stop()
+        for kind, each in servers.items():
+            if each is not server:
+                each.stop()
 
     print(f"Machine: {machine()}. {args.run_dir}, {len(sentences)} Ding sentences, beam "
           f"{translator.beam_size}; medians of {args.repeats} round(s).\n")
@@ -254,8 +306,15 @@ def main():
     print(f"{most} clients / one client: "
           f"{rate[f'server, {most} client(s)'] / rate['server, 1 client(s)']:.2f}x (goal >= 3x)")
     print(f"{most} clients / Translator whole list: {rate[f'server, {most} client(s)'] / whole:.2f}x "
-          f"(goal >= 0.8x); / {capped_name}: {rate[f'server, {most} client(s)'] / rate[capped_name]:.2f}x; "
+          f"(goal >= 0.9x); / {capped_name}: {rate[f'server, {most} client(s)'] / rate[capped_name]:.2f}x; "
           f"{capped_name} / whole list: {rate[capped_name] / whole:.2f}x")
+    for kind, (idle, under) in probes.items():
+        others = f"{kind}, {most} client(s)"
+        print(f"{kind}: {most} clients / Translator whole list {rate[others] / whole:.2f}x; "
+              f"the shortest sentence ({len(short)} characters) under their load "
+              f"{np.median(under) * 1000:.0f} ms at the median ({len(under)} probes), idle "
+              f"{np.median(idle) * 1000:.0f} ms: {np.median(under) / np.median(idle):.2f}x "
+              "(goal <= 3x)")
     print(f"Burst of {args.burst} requests of 8 sentences at once (queue {args.max_queue} "
           "sentences): "
           f"{statuses.count(200)} answered, {statuses.count(503)} refused with 503 (in "

@@ -14,7 +14,9 @@ decode margin), float32:
 - ours: `Translator.translate` in this process, warm (traced before
   timing), default batching; with `--batch-tokens` and `--in-flight`, also
   each of those budgets and numbers of batches in flight (to choose the
-  defaults by measurement);
+  defaults by measurement); with `--slots`, also continuous batching with
+  each of those numbers of slots a search (`Translator(slots=...)`), and
+  with `--batches`, batches searched to their end (`slots=None`);
 - CTranslate2 float32 (`translate_batch` over SentencePiece pieces, as
   `benchmarks/ctranslate2_file.py` drives it, with the export's decoding
   settings) with `max_batch_size=32` sentences, and with
@@ -161,10 +163,11 @@ class _WarmBaseline:
 
 
 def contenders(run_dir, folder, lines, files, ct2_tokens, processes=True, variants=(),
-               baseline=None):
+               baseline=None, slots=()):
     """name -> callable returning the translations, for one run;
-    `variants` are extra `(batch_tokens, in_flight)` of our Translator;
-    `baseline` a `_WarmBaseline`."""
+    `variants` are extra `(batch_tokens, in_flight)` of our Translator,
+    `slots` its numbers of slots (None: batches); `baseline` a
+    `_WarmBaseline`."""
     import ctranslate2
     import sentencepiece
 
@@ -199,6 +202,10 @@ def contenders(run_dir, folder, lines, files, ct2_tokens, processes=True, varian
                                  batch_tokens=tokens or None, in_flight=in_flight)
             runs[f"{search}: ours, {tokens or 'default'} tokens, {in_flight} in flight"] = _Run(
                 variant.translate, lines)
+        for count in slots:
+            variant = Translator(translator.model, translator.tokenizer, beam_size=beam,
+                                 slots=count)
+            runs[f"{search}: ours, {count or 'no'} slots"] = _Run(variant.translate, lines)
         for batching, options in (("32 sentences", dict(max_batch_size=32)),
                                   (f"{ct2_tokens} tokens", dict(max_batch_size=ct2_tokens,
                                                                 batch_type="tokens"))):
@@ -227,8 +234,10 @@ def measure(run_dir, lines, args):
                     for in_flight in args.in_flight or [1] if (tokens, in_flight) != (0, 1)]
         baseline = args.baseline and _WarmBaseline(os.path.abspath(args.baseline), run_dir)
         try:
+            slots = list(args.slots or []) + ([None] if args.batches else [])
             runs, tokenizer = contenders(run_dir, folder, lines, (source, output),
-                                         args.ct2_tokens, args.processes, variants, baseline)
+                                         args.ct2_tokens, args.processes, variants, baseline,
+                                         slots)
             for name, run in runs.items():  # warm-up: our one trace serves every batch shape
                 if "process" not in name:
                     run.warm()
@@ -415,6 +424,11 @@ def main():
                         help="also time our Translator with each of these budgets")
     parser.add_argument("--in-flight", type=int, nargs="+",
                         help="also time our Translator with this many batches in flight")
+    parser.add_argument("--slots", type=int, nargs="+",
+                        help="also time our Translator with continuous batching, each of these "
+                        "numbers of slots a search")
+    parser.add_argument("--batches", action="store_true",
+                        help="also time our Translator with batches searched to their end")
     parser.add_argument("--cold-start", action="store_true",
                         help="time whole processes from their start instead (see above)")
     parser.add_argument("--baseline", metavar="CHECKOUT",

@@ -4,6 +4,8 @@
   decoding in core TF ops, exportable and XLA-compilable; `Sampling`:
   greedy search drawing tokens from the model's distribution instead.
 - `Translator`, `translate_text`: strings in, strings out.
+- `SlotSearch` (`slots`), `SlotTranslator`: continuous batching, sentences
+  joining and leaving a running search between steps.
 """
 
 from keras_transformer.decoding.search import (
@@ -14,11 +16,14 @@ from keras_transformer.decoding.search import (
     length_penalty,
     output_limits,
 )
-from keras_transformer.decoding.translator import Translator, translate_text
+from keras_transformer.decoding.slots import SlotSearch
+from keras_transformer.decoding.translator import SlotTranslator, Translator, translate_text
 
 __all__ = [
     "Sampling",
     "SearchResult",
+    "SlotSearch",
+    "SlotTranslator",
     "Translator",
     "beam_search",
     "greedy_search",

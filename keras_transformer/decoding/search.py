@@ -134,6 +134,39 @@ def output_limits(source_ids, model, decode_margin=None, max_output_length=None)
     return tf.minimum(real + margin, cap)
 
 
+class TokenScores:
+    """The next token's log-probabilities from a decoding step's logits, as
+    every search scores them: the padding and start tokens banned, and at a
+    hypothesis's length limit every token but the end. Holds the output
+    projection's matrix (`Transformer.output_weights`), made once for a
+    search, not at every step: inside the graph that steps, unless given."""
+
+    def __init__(self, model, output_weights=None):
+        config = model.config
+        # The start token is banned unless it is also the end token (fairseq).
+        banned = {config.pad_id, config.decoder_start_id} - {config.eos_id}
+        # Added, not selected: an add over the vocabulary-wide tensor costs
+        # far less than a `tf.where` with a broadcast mask.
+        self.ban = _NEG_INF * tf.reduce_max(tf.one_hot(sorted(banned), model.target_vocab_size),
+                                            axis=0)
+        # At its length limit a hypothesis may only end.
+        self.not_end = tf.range(model.target_vocab_size) != config.eos_id
+        self.output_weights = model.output_weights() if output_weights is None else output_weights
+
+    def log_probs(self, logits, at_limit):
+        """Log-probabilities `(rows, vocabulary)` of the last position of
+        `logits` `(rows, steps, vocabulary)`, every token but the end banned
+        in the rows `at_limit` `(rows,)` (only in steps where some row is: a
+        select over the whole vocabulary-wide tensor costs a few percent of
+        a step)."""
+        log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32))
+        log_probs = log_probs + self.ban[None]
+        return tf.cond(
+            tf.reduce_any(at_limit),
+            lambda: tf.where(at_limit[:, None] & self.not_end[None], _NEG_INF, log_probs),
+            lambda: log_probs)
+
+
 class _Decoder:
     """Next-token log-probabilities for `copies` hypotheses per sentence,
     with or without the key/value cache, and the selection of rows of its
@@ -157,17 +190,8 @@ class _Decoder:
         self.alignment_layer = alignment_layer
         self.grow_cache = not static_cache
         config = model.config
-        # The start token is banned unless it is also the end token (fairseq).
-        banned = {config.pad_id, config.decoder_start_id} - {config.eos_id}
-        # Added, not selected: an add over the vocabulary-wide tensor costs
-        # far less than a `tf.where` with a broadcast mask.
-        self.ban = _NEG_INF * tf.reduce_max(tf.one_hot(sorted(banned), model.target_vocab_size),
-                                            axis=0)
-        # At its length limit a hypothesis may only end.
-        self.not_end = tf.range(model.target_vocab_size) != config.eos_id
+        self.scores = TokenScores(model)
         encoder_output = model.encode(source_ids, training=False)
-        # Transposed once here, not at every step.
-        self.output_weights = model.output_weights()
         if use_cache:
             self.state = model.initial_cache(encoder_output, source_ids,
                                              None if self.grow_cache else length,
@@ -179,10 +203,7 @@ class _Decoder:
 
     def log_probs(self, tokens, step, state, at_limit):
         """`tokens` `(rows, length + 1)` holds each prefix; returns the
-        log-probabilities of token `step + 1`, padding and start banned,
-        and every token but the end banned in the rows `at_limit` `(rows,)`
-        (only in steps where some row is: a select over the whole
-        vocabulary-wide tensor costs a few percent of a step); and with
+        log-probabilities of token `step + 1` (`TokenScores`); and with
         `alignment_layer`, the source position each row attended to most
         `(rows,)` (else None)."""
         attended = None
@@ -192,31 +213,22 @@ class _Decoder:
             # path (see `SharedEmbedding`).
             step_ids = tokens[:, step][:, None]
             if self.grow_cache:
-                outputs = self.model.decode_step_growing(step_ids, state, self.output_weights,
+                outputs = self.model.decode_step_growing(step_ids, state,
+                                                         self.scores.output_weights,
                                                          self.alignment_layer)
             else:
-                outputs = self.model.decode_step(step_ids, step, state, self.output_weights,
-                                                 self.alignment_layer)
+                outputs = self.model.decode_step(step_ids, step, state,
+                                                 self.scores.output_weights, self.alignment_layer)
             logits, state = outputs[:2]
             if self.alignment_layer is not None:
-                weights = outputs[2][:, -1]
-                ends = state["source_ends"]
-                ends = tf.repeat(ends, tf.shape(weights)[0] // tf.maximum(tf.shape(ends)[0], 1),
-                                 axis=0)
-                attended = tf.argmax(tf.where(ends, -1.0, tf.cast(weights, tf.float32)), axis=-1,
-                                     output_type=tf.int32)
+                attended = most_attended(outputs[2],
+                                         state["source_ends"] | ~state["source_padding"])
         else:
             # Every hypothesis of a sentence reads the same encoder output.
             repeat = lambda t: tf.repeat(t, self.copies, axis=0)  # noqa: E731
             logits = self.model.decode(tokens[:, :step + 1], repeat(state["encoder_output"]),
                                        repeat(state["source_ids"]))
-        log_probs = tf.nn.log_softmax(tf.cast(logits[:, -1], tf.float32))
-        log_probs = log_probs + self.ban[None]
-        log_probs = tf.cond(
-            tf.reduce_any(at_limit),
-            lambda: tf.where(at_limit[:, None] & self.not_end[None], _NEG_INF, log_probs),
-            lambda: log_probs)
-        return log_probs, state, attended
+        return self.scores.log_probs(logits, at_limit), state, attended
 
     def reorder(self, state, rows):
         """Keeps the self-attention caches of hypotheses `rows` (in that
@@ -233,6 +245,19 @@ class _Decoder:
                         "source_ids", "source_ends")
         return state | {name: tf.nest.map_structure(lambda t: tf.gather(t, sentences), value)
                         for name, value in state.items() if name in per_sentence}
+
+
+def most_attended(weights, excluded):
+    """The source position each decoder row attended to most at its newest
+    position: `weights` `(rows, steps, source_length)` (heads averaged),
+    the positions `excluded` `(sentences, source_length)` (rows of one
+    sentence consecutive; the end token and padding) never chosen, so that
+    a source of the end token alone gives position 0 however it is padded."""
+    weights = weights[:, -1]
+    excluded = tf.repeat(excluded, tf.shape(weights)[0] // tf.maximum(tf.shape(excluded)[0], 1),
+                         axis=0)
+    return tf.argmax(tf.where(excluded, -1.0, tf.cast(weights, tf.float32)), axis=-1,
+                     output_type=tf.int32)
 
 
 def _drop_done(done, sentences, results, finished_part):
@@ -267,6 +292,33 @@ def _check_drop_finished(drop_finished, static_cache):
         raise ValueError("drop_finished=True changes the batch size between steps, which "
                          "static_cache=True (fixed shapes, for XLA) excludes; leave one out.")
     return drop_finished
+
+
+def initial_greedy(batch, length, config):
+    """Greedy search's state of `batch` sentences before the first step, for
+    outputs of up to `length` tokens: each one's tokens (the start token,
+    then padding), log-probability and whether it has ended."""
+    tokens = tf.concat([tf.fill([batch, 1], config.decoder_start_id),
+                        tf.fill([batch, length], config.pad_id)], axis=1)
+    return {"tokens": tokens, "log_prob": tf.zeros([batch]),
+            "finished": tf.zeros([batch], tf.bool)}
+
+
+def greedy_step(s, log_probs, step, config, sampling=None, attended=None):
+    """Greedy search's sentences `s` after the step that decoded position
+    `step` (a scalar, or one for each sentence) into `log_probs`: the chosen
+    token written at `step + 1` (padding once a sentence has ended), and
+    with `attended`, the source position it attended to."""
+    ended = s["finished"]
+    choice = choose_tokens(log_probs, step, sampling)
+    chosen = tf.gather(log_probs, choice, batch_dims=1)
+    choice = tf.where(ended, config.pad_id, choice)
+    s = s | {"tokens": _write(s["tokens"], step + 1, choice),
+             "log_prob": s["log_prob"] + tf.where(ended, 0.0, chosen),
+             "finished": ended | (choice == config.eos_id)}
+    if attended is not None:
+        s["attended"] = _write(s["attended"], step + 1, tf.where(ended, 0, attended))
+    return s
 
 
 def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_length=None,
@@ -311,12 +363,10 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
     aligned = alignment_layer is not None
     decoder = _Decoder(model, source_ids, 1, length, use_cache, static_cache,
                        alignment_layer=alignment_layer)
-    tokens = tf.concat([tf.fill([batch, 1], config.decoder_start_id),
-                        tf.fill([batch, length], config.pad_id)], axis=1)
-    sentences = {"index": tf.range(batch), "limit": limits, "tokens": tokens,
-                 "log_prob": tf.zeros([batch]), "finished": tf.zeros([batch], tf.bool)}
+    sentences = initial_greedy(batch, length, config) | {"index": tf.range(batch),
+                                                          "limit": limits}
     if aligned:
-        sentences["attended"] = tf.zeros_like(tokens)
+        sentences["attended"] = tf.zeros_like(sentences["tokens"])
     names = ("tokens", "log_prob") + (("attended",) if aligned else ())
     finished_part = lambda s: {name: s[name] for name in names}  # noqa: E731
     results = finished_part(sentences)
@@ -325,15 +375,7 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
         s = sentences
         log_probs, state, attended = decoder.log_probs(s["tokens"], step, state,
                                                        at_limit=step + 1 >= s["limit"])
-        choice = choose_tokens(log_probs, step, sampling)
-        chosen = tf.gather(log_probs, choice, batch_dims=1)
-        choice = tf.where(s["finished"], config.pad_id, choice)
-        sentences = s | {"tokens": _write(s["tokens"], step + 1, choice),
-                         "log_prob": s["log_prob"] + tf.where(s["finished"], 0.0, chosen),
-                         "finished": s["finished"] | (choice == config.eos_id)}
-        if aligned:
-            sentences["attended"] = _write(s["attended"], step + 1,
-                                           tf.where(s["finished"], 0, attended))
+        sentences = greedy_step(s, log_probs, step, config, sampling, attended)
         if drop:
             def drop_done():
                 kept, kept_sentences, new_results = _drop_done(
@@ -349,7 +391,7 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
     loop_vars = (0, sentences, decoder.state, results)
     _, sentences, _, results = tf.while_loop(
         lambda step, sentences, state, results: ~tf.reduce_all(sentences["finished"]),
-        body, loop_vars, maximum_iterations=length, shape_invariants=_free_shapes(loop_vars))
+        body, loop_vars, maximum_iterations=length, shape_invariants=free_shapes(loop_vars))
     if not drop:
         results = finished_part(sentences)
     tokens, log_prob = results["tokens"][:, 1:], results["log_prob"]
@@ -357,6 +399,104 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
     scores = log_prob / length_penalty(lengths, alpha)
     return SearchResult(tokens[:, None], scores[:, None], log_prob[:, None],
                         results["attended"][:, None, 1:] if aligned else None)
+
+
+def initial_beams(batch, k, length, config):
+    """Beam search's state of `batch` sentences before the first step, for
+    outputs of up to `length` tokens: K alive hypotheses each (the start
+    token, then padding; only the first alive, so that the first step
+    extends one prefix), and room for K finished ones."""
+    return {
+        "alive": tf.concat([tf.fill([batch, k, 1], config.decoder_start_id),
+                            tf.fill([batch, k, length], config.pad_id)], axis=2),
+        "alive_log_probs": tf.tile(tf.concat([[0.0], tf.fill([k - 1], _NEG_INF)], 0)[None],
+                                   [batch, 1]),
+        "finished": tf.fill([batch, k, length + 1], config.pad_id),
+        "finished_scores": tf.fill([batch, k], _NEG_INF),
+        "finished_log_probs": tf.fill([batch, k], _NEG_INF),
+        "finished_count": tf.zeros([batch], tf.int32),
+    }
+
+
+def beam_step(s, log_probs, step, k, copies, alpha, config, attended=None):
+    """Beam search's sentences `s` after the step that decoded position
+    `step` (a scalar, or one for each sentence) of their first `copies`
+    hypotheses into `log_probs` `(sentences * copies, vocabulary)`.
+
+    Returns:
+        `(s, rows)`: the sentences, and for each of their K alive
+        hypotheses `(sentences, K)` the decoded row it continues, whose
+        self-attention caches it takes.
+    """
+    # The 2K best extensions of all beams are among the 2K best of each
+    # beam: rank each beam's vocabulary first, then the beams * 2K
+    # survivors (one pass over the vocabulary-wide tensor instead of
+    # three). The order, ties included, is that of ranking all beams *
+    # vocab at once: the lower beam, then the lower token, first.
+    live = tf.shape(s["alive"])[0]
+    per_beam = tf.minimum(2 * k, log_probs.shape[-1])  # extensions ranked per beam
+    row_log_probs, row_tokens = _top_k(log_probs, per_beam)
+    candidates = s["alive_log_probs"][:, :copies, None] + tf.reshape(
+        row_log_probs, [live, copies, per_beam])
+    top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [live, copies * per_beam]),
+                                           k=2 * k)
+    top_beams = top_ids // per_beam
+    top_tokens = tf.gather(tf.reshape(row_tokens, [live, copies * per_beam]), top_ids,
+                           batch_dims=1)
+    top_sequences = _write(tf.gather(s["alive"], top_beams, batch_dims=1), step + 1,
+                           top_tokens)
+    is_end = tf.equal(top_tokens, config.eos_id)
+    done = s["finished_count"] >= k
+
+    # Finished: end tokens ranked in the top K, merged with those so far.
+    new_scores = top_log_probs / _per_sentence(length_penalty(step + 1, alpha))
+    eligible = (is_end & (tf.range(2 * k) < k)[None] & ~done[:, None]
+                & (top_log_probs > _NEG_INF / 2))
+    new_scores = tf.where(eligible, new_scores, _NEG_INF)
+    merged_scores = tf.concat([s["finished_scores"], new_scores], axis=1)
+    finished_scores, finished_keep = tf.math.top_k(merged_scores, k=k)
+    finished = tf.gather(tf.concat([s["finished"], top_sequences], 1), finished_keep,
+                         batch_dims=1)
+    finished_log_probs = tf.gather(
+        tf.concat([s["finished_log_probs"], tf.where(eligible, top_log_probs, _NEG_INF)], 1),
+        finished_keep, batch_dims=1)
+
+    # Alive: the K best extensions that did not end.
+    alive_log_probs, keep = tf.math.top_k(tf.where(is_end, _NEG_INF, top_log_probs), k=k)
+    if attended is not None:  # a token's position is its parent row's at this step
+        top_attended = _write(
+            tf.gather(s["alive_attended"], top_beams, batch_dims=1), step + 1,
+            tf.gather(tf.reshape(attended, [live, copies]), top_beams, batch_dims=1))
+        s = s | {"alive_attended": tf.gather(top_attended, keep, batch_dims=1),
+                 "finished_attended": tf.gather(
+                     tf.concat([s["finished_attended"], top_attended], 1), finished_keep,
+                     batch_dims=1)}
+    s = s | {
+        "alive": tf.gather(top_sequences, keep, batch_dims=1),
+        "alive_log_probs": alive_log_probs,
+        "finished": finished,
+        "finished_scores": finished_scores,
+        "finished_log_probs": finished_log_probs,
+        "finished_count": s["finished_count"] + tf.reduce_sum(tf.cast(eligible, tf.int32),
+                                                              axis=1),
+    }
+    # Row j of sentence i continues the hypothesis in decoded row `rows[i, j]`.
+    return s, tf.gather(top_beams, keep, batch_dims=1) + tf.range(live)[:, None] * copies
+
+
+def beam_done(step, sentences, k, alpha, best_only):
+    """Whether each sentence's beam search is done at `step` (a scalar, or
+    one for each sentence): with K finished hypotheses, or past its limit
+    (fewer than K when fewer than K prefixes were ever alive), or with
+    `best_only` once its best is settled (`_settled`)."""
+    done = (sentences["finished_count"] >= k) | (step >= sentences["limit"])
+    return done | _settled(step, sentences, alpha) if best_only else done
+
+
+def _per_sentence(value):
+    """`value`, one for each sentence `(sentences,)`, as a column that
+    broadcasts over their hypotheses; a scalar as it is."""
+    return value[:, None] if value.shape.rank == 1 else value
 
 
 def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=None,
@@ -397,7 +537,6 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     batch = tf.shape(source_ids)[0]
     limits = output_limits(source_ids, model, decode_margin, max_output_length)
     length = tf.reduce_max(limits)
-    per_beam = tf.minimum(2 * k, model.target_vocab_size)  # extensions ranked per beam
     # At the start all K beams hold the same prefix: keep only one alive. With
     # the growing cache the first step also decodes that one row per sentence
     # (and the K rows are its copies from the second step on), as CTranslate2
@@ -411,18 +550,8 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     aligned = alignment_layer is not None
     decoder = _Decoder(model, source_ids, k, length, use_cache, static_cache, first_copies,
                        alignment_layer)
-    sentences = {
-        "index": tf.range(batch),
-        "limit": limits,
-        "alive": tf.concat([tf.fill([batch, k, 1], config.decoder_start_id),
-                            tf.fill([batch, k, length], config.pad_id)], axis=2),
-        "alive_log_probs": tf.tile(tf.concat([[0.0], tf.fill([k - 1], _NEG_INF)], 0)[None],
-                                   [batch, 1]),
-        "finished": tf.fill([batch, k, length + 1], config.pad_id),
-        "finished_scores": tf.fill([batch, k], _NEG_INF),
-        "finished_log_probs": tf.fill([batch, k], _NEG_INF),
-        "finished_count": tf.zeros([batch], tf.int32),
-    }
+    sentences = initial_beams(batch, k, length, config) | {"index": tf.range(batch),
+                                                           "limit": limits}
     if aligned:  # each hypothesis's attended positions, beside its tokens
         sentences["alive_attended"] = tf.zeros_like(sentences["alive"])
         sentences["finished_attended"] = tf.zeros_like(sentences["finished"])
@@ -443,80 +572,25 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
         log_probs, state, attended = decoder.log_probs(
             tf.reshape(s["alive"][:, :copies], [live * copies, -1]), step, state,
             at_limit=tf.repeat(step + 1 >= s["limit"], copies))
-        # The 2K best extensions of all beams are among the 2K best of each
-        # beam: rank each beam's vocabulary first, then the beams * 2K
-        # survivors (one pass over the vocabulary-wide tensor instead of
-        # three). The order, ties included, is that of ranking all beams *
-        # vocab at once: the lower beam, then the lower token, first.
-        row_log_probs, row_tokens = _top_k(log_probs, per_beam)
-        candidates = s["alive_log_probs"][:, :copies, None] + tf.reshape(
-            row_log_probs, [live, copies, per_beam])
-        top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [live, copies * per_beam]),
-                                               k=2 * k)
-        top_beams = top_ids // per_beam
-        top_tokens = tf.gather(tf.reshape(row_tokens, [live, copies * per_beam]), top_ids,
-                               batch_dims=1)
-        top_sequences = _write(tf.gather(s["alive"], top_beams, batch_dims=1), step + 1,
-                               top_tokens)
-        is_end = tf.equal(top_tokens, config.eos_id)
-        done = s["finished_count"] >= k
-
-        # Finished: end tokens ranked in the top K, merged with those so far.
-        new_scores = top_log_probs / length_penalty(step + 1, alpha)
-        eligible = (is_end & (tf.range(2 * k) < k)[None] & ~done[:, None]
-                    & (top_log_probs > _NEG_INF / 2))
-        new_scores = tf.where(eligible, new_scores, _NEG_INF)
-        merged_scores = tf.concat([s["finished_scores"], new_scores], axis=1)
-        finished_scores, finished_keep = tf.math.top_k(merged_scores, k=k)
-        finished = tf.gather(tf.concat([s["finished"], top_sequences], 1), finished_keep,
-                             batch_dims=1)
-        finished_log_probs = tf.gather(
-            tf.concat([s["finished_log_probs"], tf.where(eligible, top_log_probs, _NEG_INF)], 1),
-            finished_keep, batch_dims=1)
-
-        # Alive: the K best extensions that did not end.
-        alive_log_probs, keep = tf.math.top_k(tf.where(is_end, _NEG_INF, top_log_probs), k=k)
-        if aligned:  # a token's position is its parent row's at this step
-            top_attended = _write(
-                tf.gather(s["alive_attended"], top_beams, batch_dims=1), step + 1,
-                tf.gather(tf.reshape(attended, [live, copies]), top_beams, batch_dims=1))
-            s = s | {"alive_attended": tf.gather(top_attended, keep, batch_dims=1),
-                     "finished_attended": tf.gather(
-                         tf.concat([s["finished_attended"], top_attended], 1), finished_keep,
-                         batch_dims=1)}
-        sentences = s | {
-            "alive": tf.gather(top_sequences, keep, batch_dims=1),
-            "alive_log_probs": alive_log_probs,
-            "finished": finished,
-            "finished_scores": finished_scores,
-            "finished_log_probs": finished_log_probs,
-            "finished_count": s["finished_count"] + tf.reduce_sum(tf.cast(eligible, tf.int32),
-                                                                  axis=1),
-        }
-        # Row j of sentence i continues the hypothesis in cache row `rows[i, j]`.
-        rows = tf.gather(top_beams, keep, batch_dims=1) + tf.range(live)[:, None] * copies
+        sentences, rows = beam_step(s, log_probs, step, k, copies, alpha, config, attended)
         if drop:
             def drop_done(sentences, state, results, rows):
-                kept, sentences, results = _drop_done(_is_done(step + 1, sentences), sentences,
-                                                       results, finished_part)
+                kept, sentences, results = _drop_done(
+                    beam_done(step + 1, sentences, k, alpha, best_only), sentences, results,
+                    finished_part)
                 return sentences, decoder.keep_sentences(state, kept), results, tf.gather(rows, kept)
 
             sentences, state, results, rows = tf.cond(
-                tf.reduce_any(_is_done(step + 1, sentences)),
+                tf.reduce_any(beam_done(step + 1, sentences, k, alpha, best_only)),
                 lambda: drop_done(sentences, state, results, rows),
                 lambda: (sentences, state, results, rows))
         return step + 1, sentences, decoder.reorder(state, tf.reshape(rows, [-1])), results
 
-    def _is_done(step, sentences):
-        # A sentence is done with K finished hypotheses, or past its limit
-        # (fewer than K when fewer than K prefixes were ever alive).
-        done = (sentences["finished_count"] >= k) | (step >= sentences["limit"])
-        return done | _settled(step, sentences, alpha) if best_only else done
-
     loop_vars = (0, sentences, decoder.state, results)
     _, sentences, _, results = tf.while_loop(
-        lambda step, sentences, state, results: ~tf.reduce_all(_is_done(step, sentences)),
-        body, loop_vars, maximum_iterations=length, shape_invariants=_free_shapes(loop_vars))
+        lambda step, sentences, state, results: ~tf.reduce_all(
+            beam_done(step, sentences, k, alpha, best_only)),
+        body, loop_vars, maximum_iterations=length, shape_invariants=free_shapes(loop_vars))
     if not drop:
         results = finished_part(sentences)
     if best_only:
@@ -548,7 +622,7 @@ def _settled(step, sentences, alpha):
     return sentences["finished_scores"][:, 0] >= best_alive / largest_penalty
 
 
-def _free_shapes(loop_vars):
+def free_shapes(loop_vars):
     """Shape invariants that leave every dimension free but the head size of
     the caches: the batch and beam (so that `beam_size` may be a tensor fed
     at run time), and the length of the growing caches."""
@@ -589,6 +663,11 @@ def _top_k(values, k, block=64):
 
 
 def _write(tokens, position, values):
-    """`tokens[..., position] = values` as a select (fixed shapes, no scatter)."""
+    """`tokens[..., position] = values` as a select (fixed shapes, no
+    scatter); `position` a scalar, or one for each row of `tokens`'s first
+    axis."""
+    position = tf.convert_to_tensor(position)
+    if position.shape.rank == 1:
+        position = tf.reshape(position, [-1] + [1] * (tokens.shape.rank - 1))
     columns = tf.range(tf.shape(tokens)[-1]) == position
     return tf.where(columns, tf.cast(values, tokens.dtype)[..., None], tokens)

@@ -20,6 +20,8 @@ runner):
 import concurrent.futures
 import dataclasses
 import itertools
+import queue
+import threading
 import warnings
 
 import keras
@@ -40,6 +42,7 @@ from keras_transformer.decoding.alignment import (
     token_alignment,
 )
 from keras_transformer.decoding.search import beam_search, greedy_search
+from keras_transformer.decoding.slots import SlotSearch, pad_sources
 from keras_transformer.models import in_precision
 from keras_transformer.names import OVERLONG
 from keras_transformer.textfiles import clean_text, truncation_warning
@@ -166,6 +169,12 @@ class Translator:
         source_language: the language code of the model's source, whose
             rules `translate_documents` splits sentences by (default: the
             run folder's, with `from_directory`; else English's).
+        slots: continuous batching (`decoding.slots`): each search in
+            flight holds up to this many sentences, and a sentence takes the
+            place of one that ended at the next step, instead of batches
+            searched to their end (`batch_tokens`, `batch_size` then unused).
+            None: batches. Sampling always searches batches (a batch's draws
+            are made together, `search.Sampling`).
 
     Example:
         translator = Translator.from_directory("runs/ding")
@@ -175,7 +184,7 @@ class Translator:
 
     def __init__(self, model, tokenizer, beam_size=None, alpha=None, decode_margin=None,
                  batch_tokens=None, batch_size=None, overlong="truncate", precision=None,
-                 in_flight=DEFAULT_IN_FLIGHT, sampling=None, source_language=None):
+                 in_flight=DEFAULT_IN_FLIGHT, sampling=None, source_language=None, slots=None):
         if overlong not in OVERLONG:
             raise ValueError(f"overlong must be one of {OVERLONG}; got {overlong!r}.")
         config = model.config
@@ -191,7 +200,7 @@ class Translator:
                                     ("decode_margin", self.decode_margin, 0),
                                     ("batch_tokens", self.batch_tokens, 1),
                                     ("batch_size", batch_size or 1, 1),
-                                    ("in_flight", in_flight, 1)):
+                                    ("in_flight", in_flight, 1), ("slots", slots or 1, 1)):
             if value < lowest:
                 raise ValueError(f"{name} must be >= {lowest}; got {value}.")
         self.batch_size = batch_size
@@ -199,6 +208,8 @@ class Translator:
         self.in_flight = in_flight
         self.sampling = sampling
         self.source_language = source_language
+        self.slots = slots
+        self._slot_searches = {}  # (alpha, best_only, aligned, slots) -> a SlotSearch to fork
         # One traced search for one translation a sentence (the beam ends
         # each sentence once its best is settled), one for n-best lists, one
         # for aligned translations; each is traced on its first use.
@@ -388,17 +399,16 @@ class Translator:
                   self._translate if one else self._translate_n_best)
 
         def align(i, translation, tokens, attended):
-            """The alignment of sentence `i`'s translation, from the positions
-            its search attended to."""
-            ends = np.flatnonzero(tokens == self.model.config.eos_id)
-            end = int(ends[0]) if len(ends) else len(tokens)
-            source_ids = values[splits[i]:splits[i] + lengths[i]].tolist()
-            return token_alignment(self.tokenizer, sentences[i], source_ids, translation,
-                                   tokens[:end].tolist(), attended[:end].tolist())
+            """The alignment of sentence `i`'s translation."""
+            return self._kept_alignment(sentences[i], values[splits[i]:splits[i] + lengths[i]],
+                                        translation, tokens, attended)
 
+        align = align if aligned else None
+        if self.slots and self.sampling is None:
+            yield from self._search_slots(values, splits, lengths, n_best, one, on_batch, align)
+            return
         batches = length_batches(lengths + 1, self.batch_tokens, self.batch_size)
         results = [None] * len(sentences)
-        align = align if aligned else None
         if self.in_flight == 1:
             self._collect(map(search, batches), results, n_best, on_batch, align)
         else:
@@ -419,6 +429,94 @@ class Translator:
                     raise
         yield from results
 
+    def slot_search(self, best_only=True, aligned=False, slots=None):
+        """An empty `SlotSearch` of this translator's model and settings
+        (`slots` default: the translator's), which shares its traced graphs
+        with every other of the same settings (`SlotSearch.fork`); with
+        `aligned`, it keeps the attention that aligns translations."""
+        key = (float(self.alpha), best_only, aligned, slots or self.slots)
+        if key not in self._slot_searches:
+            self._slot_searches[key] = SlotSearch(
+                self.model, key[3], self.beam_size, self.alpha, self.decode_margin,
+                best_only=best_only,
+                alignment_layer=alignment_layer(self.model) if aligned else None)
+        return self._slot_searches[key].fork()
+
+    def _kept_alignment(self, sentence, source_ids, translation, tokens, attended):
+        """The `Alignment` of `translation` (str) with `sentence` (str, read
+        as `source_ids`), from the source positions its search attended to
+        for each of its `tokens`."""
+        ends = np.flatnonzero(tokens == self.model.config.eos_id)
+        end = int(ends[0]) if len(ends) else len(tokens)
+        return token_alignment(self.tokenizer, sentence, list(source_ids), translation,
+                               tokens[:end].tolist(), attended[:end].tolist())
+
+    def _search_slots(self, values, splits, lengths, n_best, best_only, on_batch, align=None):
+        """The results of one window's sentences (their ids: `values`
+        cut at `splits`, `lengths` long) searched with continuous batching:
+        `in_flight` `SlotSearch`es on threads, each admitting the next
+        waiting sentence (the longest first, as batches take them) whenever
+        one of its sentences ends; `align` as in `_collect`."""
+        eos, pad = self.tokenizer.eos_id, self.tokenizer.pad_id
+        waiting = list(np.argsort(-lengths, kind="stable"))
+        lock, stop, ended = threading.Lock(), threading.Event(), queue.Queue()
+
+        def search(slots):
+            try:
+                while not stop.is_set():
+                    with lock:
+                        newcomers = waiting[:slots.free]
+                        del waiting[:len(newcomers)]
+                        left = len(waiting)
+                    if newcomers:
+                        slots.join(pad_sources(
+                            [np.append(values[splits[i]:splits[i] + lengths[i]], eos)
+                             for i in newcomers], pad), newcomers)
+                    if not slots.live:
+                        return
+                    # Newcomers join in groups of a quarter of the slots (one
+                    # encoder call and one return to Python for several).
+                    ended.put(slots.advance(free=max(1, min(left, self.slots // 4)) if left
+                                            else self.slots))
+            finally:
+                ended.put(None)  # this thread is done
+
+        found = {}
+        with concurrent.futures.ThreadPoolExecutor(self.in_flight) as threads:
+            workers = [threads.submit(search, self.slot_search(best_only, align is not None))
+                       for _ in range(self.in_flight)]
+            try:
+                running = len(workers)
+                while running:
+                    batch = ended.get()
+                    if batch is None:
+                        running -= 1
+                        continue
+                    found.update((i, (tokens, scores, *attended))
+                                 for i, tokens, scores, _, *attended in batch)
+                    if on_batch is not None and batch:
+                        on_batch(len(batch), sum(int(np.count_nonzero(found[i][0][0] != pad))
+                                                 for i, *_ in batch))
+            finally:
+                stop.set()  # Ctrl-C or an error: the threads stop at their next call
+            for worker in workers:
+                worker.result()  # a search's error raises here
+        # One detokenization for the window, its rows in the input's order.
+        texts = self.tokenizer.detokenize(tf.constant(
+            np.concatenate([found[i][0] for i in range(len(lengths))]))).numpy()
+        results, at = [], 0
+        for i in range(len(lengths)):
+            scores = found[i][1]
+            hypotheses = [("", 0.0) if lengths[i] == 0 else  # a blank sentence
+                          (text.decode("utf-8", errors="replace"), float(score))
+                          for text, score in zip(texts[at:at + len(scores)], scores)]
+            at += len(scores)
+            results.append(hypotheses[:n_best] if n_best else hypotheses[0][0])
+            if align is not None:  # the best translation's tokens and attended positions
+                results[-1] = (results[-1], align(i, hypotheses[0][0], found[i][0][0],
+                                                  found[i][2][0]))
+        return results
+
     @staticmethod
     def _collect(searched, results, n_best, on_batch, align=None):
         """Writes each searched batch's translations (or n-best lists; with
@@ -436,3 +534,83 @@ class Translator:
                                                     *(values[row] for values in kept)))
             if on_batch is not None:
                 on_batch(len(rows), int(output_lengths.numpy().sum()))
+
+
+class SlotTranslator:
+    """Sentences (str) translated with continuous batching by one thread: a
+    `SlotSearch` of a `Translator`'s settings with its tokenizer around it,
+    for a server's worker that admits sentences as they arrive
+    (`serving.batcher`). Sentences longer than the model accepts are cut, as
+    `Translator.translate` cuts them.
+
+    Args:
+        translator: a `Translator` (its model, tokenizer and decoding).
+        slots: sentences searched at once.
+        n_best: hypotheses a sentence gives (1: the best alone, which ends
+            each sentence once its best is settled).
+        aligned: each best translation also gives its `Alignment`, from the
+            attention its search kept.
+        on_aligned: with `aligned`, called after each `advance` with the
+            sentences that ended (as joined) and their `(hypotheses,
+            alignment)` (a runtime keeping alignments).
+    """
+
+    def __init__(self, translator, slots, n_best=1, aligned=False, on_aligned=None):
+        self.translator = translator
+        self.n_best = n_best
+        self.search = translator.slot_search(best_only=n_best == 1, aligned=aligned,
+                                              slots=slots)
+        self.aligned = aligned
+        self.on_aligned = on_aligned
+        self._sources = {}  # key -> (sentence, cleaned, source ids without the end token)
+
+    @property
+    def free(self):
+        return self.search.free
+
+    @property
+    def live(self):
+        return self.search.live
+
+    def join(self, sentences, keys):
+        """Admits `sentences` (at most `free`), each known by its key."""
+        cleaned = [clean_text(sentence) for sentence in sentences]
+        limit = self.translator.model.config.max_source_tokens
+        ids = [row[:limit] for row in self.translator._tokenize(cleaned).to_list()]
+        self.search.join(pad_sources([row + [self.translator.tokenizer.eos_id] for row in ids],
+                                     self.translator.tokenizer.pad_id), keys)
+        self._sources.update(zip(keys, zip(sentences, cleaned, ids)))
+
+    def advance(self, max_steps=2**30):
+        """Steps until some sentence ends (or `max_steps`): `(key,
+        hypotheses, alignment)` of each that ended, `hypotheses` up to
+        `n_best` `(translation, score)` pairs, `alignment` None unless
+        `aligned`."""
+        ended = self.search.advance(max_steps)
+        if not ended:
+            return []
+        texts = self.translator.tokenizer.detokenize(tf.constant(
+            np.concatenate([tokens for _, tokens, *_ in ended]))).numpy()
+        results, at = [], 0
+        sentences = []
+        for key, tokens, scores, _, *attended in ended:
+            sentence, cleaned, source_ids = self._sources.pop(key)
+            sentences.append(sentence)
+            hypotheses = [("", 0.0) if not source_ids else  # a blank sentence
+                          (text.decode("utf-8", errors="replace"), float(score))
+                          for text, score in zip(texts[at:at + len(scores)], scores)]
+            at += len(scores)
+            alignment = self.translator._kept_alignment(
+                cleaned, source_ids, hypotheses[0][0], tokens[0], attended[0][0]) \
+                if self.aligned else None
+            results.append((key, hypotheses[:self.n_best], alignment))
+        if self.on_aligned is not None:
+            self.on_aligned(sentences, [(hypotheses, alignment)
+                                        for _, hypotheses, alignment in results])
+        return results
+
+    def cancel(self, keys):
+        """Takes the sentences of `keys` out before they end."""
+        self.search.cancel(keys)
+        for key in keys:
+            self._sources.pop(key, None)

@@ -31,6 +31,11 @@ class TransformerDecoderLayer(TransformerLayerBase):
             `self_attention_cache` holds the earlier positions only,
             `(batch, heads, past_length, head_dim)`, this call's keys and
             values are concatenated behind them, and no index is given.
+        self_attention_mask: boolean `(batch, target_length, keys)`, False
+            where a query may not attend (with a cache, `keys` counts its
+            positions): rows of a decoding batch that begin at different
+            columns of the cache (`Transformer.decode_step_growing`'s
+            `starts`).
         cross_attention_cache: `(keys, values)` from `cross_attention_cache()`,
             so that the encoder output is projected once, not at every step;
             `encoder_sequence` is then not needed, `encoder_padding_mask` is.
@@ -125,6 +130,7 @@ class TransformerDecoderLayer(TransformerLayerBase):
         return_attention_scores=False,
         training=None,
         append_to_self_attention_cache=False,
+        self_attention_mask=None,
     ):
         if append_to_self_attention_cache:
             if self_attention_cache is None or self_attention_cache_update_index is not None:
@@ -143,7 +149,8 @@ class TransformerDecoderLayer(TransformerLayerBase):
 
         def self_attend(x):
             return self.self_attention(
-                x, x, value_mask=decoder_padding_mask, use_causal_mask=use_causal_mask,
+                x, x, value_mask=decoder_padding_mask, attention_mask=self_attention_mask,
+                use_causal_mask=use_causal_mask,
                 cache=self_attention_cache, cache_update_index=self_attention_cache_update_index,
                 append_to_cache=append_to_self_attention_cache,
                 return_attention_scores=return_attention_scores, training=training,

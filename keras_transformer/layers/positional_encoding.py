@@ -21,7 +21,8 @@ from the table Marian itself trained them with, "tensor2tensor".)
 Table 3 row (E) replaces the sinusoids with learned vectors.
 
 Both layers return `inputs + encoding`, pass the Keras mask through, and take a
-`start_index` so that cached decoding can encode one position at a time.
+`start_index` (or one for each row of a batch) so that cached decoding can encode
+one position at a time.
 """
 
 import keras
@@ -70,18 +71,22 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
             )
 
     def encoding(self, length, dim, start_index=0):
-        """The `(length, dim)` table of positions `start_index ...`, float32."""
-        positions = ops.cast(ops.arange(length) + start_index + self.first_position, "float32")
+        """The `(length, dim)` table of positions `start_index ...`, float32;
+        with one `start_index` for each row of a batch `(batch,)`, one table
+        for each, `(batch, length, dim)`."""
+        positions = ops.cast(_positions(length, start_index) + self.first_position, "float32")
         half = dim // 2
         steps = max(half - 1, 1) if self.style in ("tensor2tensor", "fairseq") else half
         exponents = ops.cast(ops.arange(half), "float32") / steps  # the paper's 2i / d_model
         frequencies = ops.power(float(self.max_wavelength), -exponents)
-        angles = positions[:, None] * frequencies[None, :]
+        angles = ops.expand_dims(positions, -1) * frequencies
         if self.style != "paper":
             return ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)
         # Stacking (sin, cos) on a new last axis and flattening it interleaves
         # them: channel 2i gets sin, channel 2i + 1 gets cos.
-        return ops.reshape(ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1), (length, dim))
+        interleaved = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)
+        return ops.reshape(interleaved, (length, dim) if len(positions.shape) == 1
+                           else (-1, length, dim))
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -145,12 +150,21 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
     def call(self, inputs, start_index=0):
         self._check_length(inputs.shape[1], start_index)
         length = ops.shape(inputs)[1]
-        positions = ops.arange(length) + start_index
+        positions = _positions(length, start_index)
         table = ops.take(self.position_embeddings, positions, axis=0)
-        return inputs + ops.cast(table, inputs.dtype)[None]
+        return inputs + ops.cast(table, inputs.dtype)
 
     def get_config(self):
         return super().get_config() | {
             "max_length": self.max_length,
             "initializer": keras.initializers.serialize(self.initializer),
         }
+
+
+def _positions(length, start_index):
+    """The positions `start_index ... start_index + length - 1`: `(length,)`
+    for a scalar `start_index`, `(batch, length)` for one a row `(batch,)`
+    (rows that began at different steps of a decoding batch)."""
+    if len(getattr(start_index, "shape", ())) == 1:
+        return ops.arange(length)[None, :] + ops.expand_dims(start_index, 1)
+    return ops.arange(length) + start_index

@@ -315,7 +315,8 @@ class Transformer(keras.Model):
         return self._cached_step(target_ids, index, cache, grow=False,
                                  output_weights=output_weights, attention_layer=attention_layer)
 
-    def decode_step_growing(self, target_ids, cache, output_weights=None, attention_layer=None):
+    def decode_step_growing(self, target_ids, cache, output_weights=None, attention_layer=None,
+                            starts=None):
         """`decode_step` with self-attention caches that grow: they hold the
         keys and values of the positions decoded so far, `(rows, heads,
         past_length, head_dim)`, and this step's are concatenated behind
@@ -323,19 +324,31 @@ class Transformer(keras.Model):
         given. Start from `initial_cache(..., max_length=None)` (empty caches);
         `output_weights` and `attention_layer` as in `decode_step`.
 
+        `starts` `(rows,)`: the column of the caches where each row's
+        sequence begins, for rows whose sequences joined a running search
+        later than others (`decoding.slots`): a row attends only to the
+        columns from its start on, and its tokens' positions count from
+        there. None: every row begins at column 0.
+
         Returns:
             `(logits, cache)`: logits `(rows, steps, target_vocab_size)` equal
             to the rows `past_length ...` of the full forward pass, and the
             cache with self-attention caches `past_length + steps` long;
             with `attention_layer`, the weights too, as `decode_step` gives.
         """
-        return self._cached_step(target_ids, ops.shape(cache["self_keys"][0])[2], cache, grow=True,
-                                 output_weights=output_weights, attention_layer=attention_layer)
+        width = ops.shape(cache["self_keys"][0])[2]
+        return self._cached_step(target_ids, width if starts is None else width - starts, cache,
+                                 grow=True, output_weights=output_weights,
+                                 attention_layer=attention_layer, starts=starts)
 
     def _cached_step(self, target_ids, index, cache, grow, output_weights=None,
-                     attention_layer=None):
+                     attention_layer=None, starts=None):
         x = self.target_positions(self.target_embedding(target_ids), start_index=index)
         self_keys, self_values, attended = [], [], None
+        mask = None
+        if starts is not None:  # each row's columns, its own and the new ones
+            columns = ops.arange(ops.shape(cache["self_keys"][0])[2] + ops.shape(target_ids)[1])
+            mask = ops.expand_dims(columns[None, :] >= ops.expand_dims(starts, 1), 1)
         for i, layer in enumerate(self.decoder_layers):
             outputs = layer(
                 x,
@@ -343,6 +356,7 @@ class Transformer(keras.Model):
                 self_attention_cache=(cache["self_keys"][i], cache["self_values"][i]),
                 self_attention_cache_update_index=None if grow else index,
                 append_to_self_attention_cache=grow,
+                self_attention_mask=mask,
                 cross_attention_cache=(cache["cross_keys"][i], cache["cross_values"][i]),
                 return_attention_scores=i == attention_layer,
             )

@@ -112,7 +112,8 @@ def _check_litert_decoding(path, decoding):
                          "--decode-margin, or use another runtime.")
 
 
-def open_runtime(path, runtime=None, decoding=Decoding(), threads=None, in_flight=None):
+def open_runtime(path, runtime=None, decoding=Decoding(), threads=None, in_flight=None,
+                 slots=None):
     """The `Runtime` that translates the folder `path` (default runtime:
     `default_runtime`), after `check_runtime`.
 
@@ -122,6 +123,9 @@ def open_runtime(path, runtime=None, decoding=Decoding(), threads=None, in_fligh
             own choice; TensorFlow takes its own).
         in_flight: searches a call is cut into and run at once on threads
             (keras and saved_model; default `batch_defaults.DEFAULT_IN_FLIGHT`).
+        slots: sentences each thread of a server searches at once with
+            continuous batching (`slot_translator`), where the runtime has it
+            (keras); None: the server searches batches.
     """
     path = os.fspath(path)
     runtime = runtime or default_runtime(path)
@@ -131,8 +135,10 @@ def open_runtime(path, runtime=None, decoding=Decoding(), threads=None, in_fligh
         raise ValueError(f"in_flight must be at least 1; got {in_flight}.")
     module, name = _CLASSES[runtime].split(":")
     kind = getattr(importlib.import_module(f"{__package__}.{module}"), name)
-    return kind(path, decoding.resolved(run_folder.model_config(path)), threads=threads,
-                in_flight=in_flight)
+    opened = kind(path, decoding.resolved(run_folder.model_config(path)), threads=threads,
+                  in_flight=in_flight)
+    opened.slots = slots
+    return opened
 
 
 class Runtime:
@@ -148,10 +154,12 @@ class Runtime:
             folder says (`run_folder.languages`), else None.
         aligns: whether `align` reads the model's attention; where it does
             not, it aligns by position (`documents.alignment.proportional`).
+        slots: see `open_runtime`.
     """
 
     name = None
     aligns = False
+    slots = None
 
     def __init__(self, path, decoding, threads=None, in_flight=1):
         self.path = path
@@ -171,6 +179,14 @@ class Runtime:
             return []
         return self._translate(list(sentences), n_best,
                                self.decoding.seed if seed is None else seed)
+
+    def slot_translator(self, n_best=1):
+        """A translator with continuous batching for one thread of a server
+        (`decoding.SlotTranslator`: `join`, `advance`, `cancel`, `free`,
+        `live`), or None where this runtime has none: then a server
+        searches batches. The Keras runtime has one; the exports' engines
+        run their own searches."""
+        return None
 
     def align(self, sources, translations):
         """An `Alignment` of each translation with its source (see

@@ -9,7 +9,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops; tensorflow/text#315)
 
 from keras_transformer import run_folder
-from keras_transformer.decoding import Sampling, Translator
+from keras_transformer.decoding import Sampling, SlotTranslator, Translator
 from keras_transformer.runtimes.runtime import Runtime, cleaned
 
 
@@ -46,13 +46,27 @@ class KerasRuntime(Runtime):
                                              on_overlong=lambda indexes, limit: None)
         found = self.translator.translate(sentences, n_best=1, seed=seed, aligned=True,
                                           on_overlong=lambda indexes, limit: None)
+        self._keep(sentences, found)
+        return [hypotheses for hypotheses, _ in found]
+
+    def _keep(self, sentences, found):
+        """Keeps the alignments of the latest translations: `found` holds
+        `(hypotheses, alignment)` for each of `sentences`."""
         with self._lock:
             for sentence, (hypotheses, alignment) in zip(sentences, found):
                 self._kept[sentence, hypotheses[0][0]] = alignment
                 self._kept.move_to_end((sentence, hypotheses[0][0]))
             while len(self._kept) > self.KEPT_ALIGNMENTS:
                 self._kept.popitem(last=False)
-        return [hypotheses for hypotheses, _ in found]
+
+    def slot_translator(self, n_best=1):
+        """A `SlotTranslator` of `slots` (none without, or with sampling,
+        whose draws are a batch's); one for the best translations keeps
+        their alignments, as `translate` does."""
+        if self.decoding.sampling or not self.slots:
+            return None
+        return SlotTranslator(self.translator, self.slots, n_best, aligned=n_best == 1,
+                              on_aligned=self._keep if n_best == 1 else None)
 
     def align(self, sources, translations):
         sources, translations = list(sources), list(translations)
@@ -100,3 +114,4 @@ class SavedModelRuntime(Runtime):
         return [[(t.decode("utf-8", errors="replace"), float(s)) for t, s in zip(texts, scores)]
                 [:n_best] for texts, scores in zip(outputs["translations"].numpy(),
                                                     outputs["scores"].numpy())]
+

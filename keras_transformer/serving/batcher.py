@@ -18,22 +18,38 @@ came to hold most of many clients' sentences in one long batch while the
 other cycled through a few stragglers, and the server answered fewer
 sentences a second (docs/benchmarks-log.md, "Serving over HTTP").
 
+With a runtime that has continuous batching (`Runtime.slot_translator`:
+the Keras runtime opened with `slots`), the queue instead feeds each
+worker's slots (`decoding.slots`): between steps, a worker admits waiting
+sentences into its free slots, up to its share of the sentences in the server, and each
+sentence's answer is settled at the step it ends, not when its batch does.
+A short sentence sent while long ones decode then waits for a step, not a
+batch; a worker that has free slots and nothing waiting returns from its
+search every `SLOT_STEPS` steps to look for newcomers. The sentences of a
+client that went away (its futures cancelled) leave their slots at once.
+
 A request whose sentences do not fit in the queue is refused whole
-(`QueueFull`), so memory stays bounded however many clients send.
+(`QueueFull`), so memory stays bounded however many clients send; so are
+the slots' caches (`SlotSearch`).
 """
 
 import asyncio
 import collections
 import dataclasses
+import itertools
 import threading
 import time
+
+SLOT_STEPS = 4
+"""Steps a worker with free slots and nothing waiting runs before it looks
+at the queue again."""
 
 
 class QueueFull(Exception):
     """The queue cannot take the request's sentences now."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # told apart by identity: keys of the slots
 class _Sentence:
     text: str
     tokens: int
@@ -142,6 +158,13 @@ class Batcher:
             return batch
 
     def _work(self):
+        first = self.runtime.slot_translator(1)
+        if first is None:
+            self._work_batches()
+        else:
+            self._work_slots(first)
+
+    def _work_batches(self):
         while (batch := self._take()) is not None:
             if not batch:
                 continue
@@ -164,6 +187,74 @@ class Batcher:
             if self.observe is not None:
                 self.observe(len(batch), sum(item.tokens for item in batch),
                              time.monotonic() - started)
+
+    def _admit(self, searches, live):
+        """Takes the waiting sentences this worker's slots admit now (waiting
+        for some, or for a live one of its own), up to its share of the
+        sentences in the server; None once stopped with nothing left."""
+        with self._condition:
+            while not self._queue and not live:
+                if self._stopping:
+                    return None
+                self._condition.wait()
+            share = -(-(len(self._queue) + self._translating) // len(self._threads))
+            taken = []
+            while self._queue and len(live) + len(taken) < max(share, 1):
+                n_best = self._queue[0].n_best
+                if n_best not in searches:
+                    searches[n_best] = self.runtime.slot_translator(n_best)
+                if searches[n_best].free <= sum(item.n_best == n_best for item in taken):
+                    break
+                taken.append(self._queue.popleft())
+            self._translating += len(taken)
+            return taken
+
+    def _work_slots(self, first):
+        """A worker of continuous batching (see the module docstring)."""
+        searches = {1: first}  # n_best -> this worker's SlotTranslator
+        live = set()  # this worker's sentences in its slots
+        while (taken := self._admit(searches, live)) is not None:
+            for n_best, group in itertools.groupby(sorted(taken, key=lambda item: item.n_best),
+                                                   key=lambda item: item.n_best):
+                group = list(group)
+                searches[n_best].join([item.text for item in group], group)
+                live.update(group)
+            with self._condition:
+                waiting = bool(self._queue)
+            for n_best, search in searches.items():
+                if not search.live:
+                    continue
+                started = time.monotonic()
+                try:
+                    ended = search.advance(2**30 if waiting else SLOT_STEPS)
+                except Exception as error:  # the requests' 500s; the worker carries on
+                    failed = [item for item in live if item.n_best == n_best]
+                    searches[n_best] = self.runtime.slot_translator(n_best)
+                    ended = [(item, error, None) for item in failed]
+                self._settled(live, ended, started)
+            # A client that went away: its sentences leave their slots.
+            gone = [item for item in live if item.future.cancelled()]
+            for n_best, search in searches.items():
+                search.cancel([item for item in gone if item.n_best == n_best])
+            self._settled(live, [(item, None, None) for item in gone], None)
+
+    def _settled(self, live, ended, started):
+        """Answers the sentences that `ended` (`(item, hypotheses or an
+        error, _)` each) and takes them out of `live`."""
+        if not ended:
+            return
+        with self._condition:
+            self._translating -= len(ended)
+            self._condition.notify_all()
+        for item, result, _ in ended:
+            live.discard(item)
+            if isinstance(result, Exception):
+                item.loop.call_soon_threadsafe(_settle, item.future, None, result)
+            elif result is not None:
+                item.loop.call_soon_threadsafe(_settle, item.future, result, None)
+        if self.observe is not None and started is not None:
+            self.observe(len(ended), sum(item.tokens for item, _, _ in ended),
+                         time.monotonic() - started)
 
 
 def _settle(future, result, error):

@@ -64,11 +64,11 @@ def test_the_translator_aligns_its_own_translations_inside_both_texts(small_run)
                                                     0)
 
 
-@pytest.mark.parametrize("search, options", [
-    (beam_search, {"beam_size": 3}),
-    (beam_search, {"beam_size": 3, "best_only": True}),
-    (beam_search, {"beam_size": 3, "static_cache": True}),
-    (beam_search, {"beam_size": 3, "drop_finished": False}),
+@pytest.mark.parametrize("search, options", [  # the quick tier has greedy search's
+    pytest.param(beam_search, {"beam_size": 3}, marks=pytest.mark.slow),
+    pytest.param(beam_search, {"beam_size": 3, "best_only": True}, marks=pytest.mark.slow),
+    pytest.param(beam_search, {"beam_size": 3, "static_cache": True}, marks=pytest.mark.slow),
+    pytest.param(beam_search, {"beam_size": 3, "drop_finished": False}, marks=pytest.mark.slow),
     (greedy_search, {}),
 ])
 def test_a_search_keeps_the_attention_a_second_pass_reads(search, options):
@@ -115,6 +115,7 @@ def test_a_search_keeps_the_attention_a_second_pass_reads(search, options):
     assert checked > 20
 
 
+@pytest.mark.slow
 def test_the_translator_keeps_the_alignment_its_second_pass_would_give(small_run):
     """`translate(..., aligned=True)` gives the translations of `translate`
     and, from the search, the alignments `align` reads in a second pass."""

@@ -13,7 +13,13 @@ import tensorflow as tf
 from helpers.tasks import VOCAB, reverse_dataset
 from keras_transformer.batch_defaults import length_batches, share_cores
 from keras_transformer.data import EOS_ID, Tokenizer, block_token_batches, train_tokenizer
-from keras_transformer.decoding import Translator, beam_search, greedy_search, length_penalty
+from keras_transformer.decoding import (
+    Sampling,
+    Translator,
+    beam_search,
+    greedy_search,
+    length_penalty,
+)
 from keras_transformer.data import encode_sources
 from keras_transformer.models import BASE, transformer
 from keras_transformer.textfiles import TruncationWarning
@@ -113,6 +119,7 @@ def test_dropping_finished_sentences_changes_no_result(reverse_model, beam_size,
     assert (lengths[:, 0] == 6).any() and (lengths[:, 0] < 6).any() and len(set(lengths[:, 0])) > 2
 
 
+@pytest.mark.slow  # trains the reverse model: the quick tier leaves it out
 def test_finished_sentences_leave_the_batch(reverse_model):
     """Each step decodes only the unfinished sentences: with greedy search a
     sentence is decoded once per output token (so the rows decoded add up
@@ -293,6 +300,7 @@ def test_beam_as_wide_as_the_vocabulary_finds_the_exhaustive_best(seed, alpha):
         assert float(result.scores[0, 0]) == pytest.approx(best_score, abs=1e-4)
 
 
+@pytest.mark.slow  # trains the reverse model: the quick tier leaves it out
 def test_n_best_is_sorted_and_respects_the_length_limit(reverse_model):
     sources = _sources(seed=3)
     result = beam_search(reverse_model, sources, beam_size=4, decode_margin=2)
@@ -457,6 +465,32 @@ def test_a_file_translates_as_one_batch_of_the_previous_search(translator, tmp_p
                 zip(translator.tokenizer.detokenize(tokens).numpy(), blank.numpy())]
     assert streamed == [text.decode("utf-8") for text in previous]
     assert len(set(streamed)) > 3
+
+
+@pytest.mark.filterwarnings("ignore::keras_transformer.textfiles.TruncationWarning")
+@pytest.mark.parametrize("beam_size", [1, pytest.param(3, marks=pytest.mark.slow)])
+def test_continuous_batching_translates_as_batches(translator, beam_size):
+    """`slots`: sentences join searches in flight as others end, and each
+    gets what a batch gives it: best translations, n-best lists and their
+    scores, blank and overlong lines, in the input's order; progress
+    reports count every sentence."""
+    lines = SENTENCES * 3 + ["", "  ", SENTENCES[2] * 3, SENTENCES[0]]
+    batches = Translator(translator.model, translator.tokenizer, beam_size=beam_size)
+    slots = Translator(translator.model, translator.tokenizer, beam_size=beam_size, slots=3)
+    reported = []
+    assert slots.translate(lines, on_batch=lambda n, tokens: reported.append(n)) == (
+        batches.translate(lines))
+    assert sum(reported) == len(lines) and len(reported) > 3
+    found, expected = (t.translate(lines[:8], n_best=3) for t in (slots, batches))
+    assert [[text for text, _ in row] for row in found] == [[text for text, _ in row]
+                                                            for row in expected]
+    np.testing.assert_allclose([[score for _, score in row] for row in found],
+                               [[score for _, score in row] for row in expected], rtol=1e-4)
+    assert slots.translate([]) == []
+    # Sampling searches batches, with each batch's seed: the same draws.
+    drawn = [Translator(translator.model, translator.tokenizer, sampling=Sampling(seed=5),
+                        **options).translate(lines) for options in ({}, {"slots": 3})]
+    assert drawn[0] == drawn[1]
 
 
 @pytest.mark.slow

@@ -49,7 +49,7 @@ def models(small_run, tmp_path_factory):
         shutil.copytree(small_run, run)
         (run / "run.json").write_text(json.dumps({"options": {
             "dataset": "local", "source_language": source, "target_language": target}}))
-        runtime = runtimes.open_runtime(str(run), in_flight=1)
+        runtime = runtimes.open_runtime(str(run), in_flight=1, slots=8)  # as serve opens it
         served.append(ServedModel(runtime, *runtime.languages))
     return served
 

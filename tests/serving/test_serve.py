@@ -27,7 +27,7 @@ from helpers import processes
 from helpers.chromium import CHROMIUM, Browser
 from helpers.small_run import WORDS
 from keras_transformer import runtimes
-from keras_transformer.decoding import Translator
+from keras_transformer.decoding import SlotTranslator, Translator
 from keras_transformer.serving import Batcher, ServedModel, Settings, create_app
 
 SERVE = processes.ROOT + "/examples/serve.py"
@@ -52,7 +52,8 @@ def translator(small_run):
 
 @pytest.fixture(scope="module")
 def runtime(small_run):
-    return runtimes.open_runtime(str(small_run), in_flight=1)
+    """The Keras runtime with continuous batching, as `serve` opens it."""
+    return runtimes.open_runtime(str(small_run), in_flight=1, slots=8)
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +133,7 @@ def test_each_error_class_has_its_status_and_a_json_message(client, runtime, mon
     assert client.get("/translate").status_code == 405
     assert client.get("/nowhere").json() == {"error": "Not Found"}
     # A fault of the server's own: 500, and the next request is answered.
-    monkeypatch.setattr(runtime, "translate", lambda *args, **kwargs: 1 / 0)
+    monkeypatch.setattr(SlotTranslator, "advance", lambda *args, **kwargs: 1 / 0)
     assert _post(client, good) == (500, {"error": "Internal error: ZeroDivisionError"})
     monkeypatch.undo()
     assert _post(client, good)[0] == 200
@@ -167,6 +168,9 @@ class _Echo:
         self.batches.append(len(sentences))
         return [[(text, 0.0)] for text in sentences]
 
+    def slot_translator(self, n_best=1):
+        return None  # batches, as the exports' runtimes search
+
 
 def test_stopping_the_batcher_answers_everything_queued():
     # Queued before the workers start, then stopped: every sentence is
@@ -188,6 +192,42 @@ def test_stopping_the_batcher_answers_everything_queued():
     answers = asyncio.run(main())
     assert [found[0][0] for found in answers] == sentences
     assert sum(runtime.batches) == 7 and max(runtime.batches) == 4, runtime.batches
+
+
+@pytest.mark.filterwarnings("ignore::keras_transformer.textfiles.TruncationWarning")
+def test_a_client_that_goes_away_frees_its_slots_and_the_others_are_answered(
+        runtime, translator, monkeypatch):
+    """Continuous batching (the Keras runtime's slots): a request cancelled
+    while its sentences decode takes them out of the slots at once; the
+    sentences around them, an overlong one among them, are answered as the
+    Translator answers them, and nothing is left in the slots."""
+    cancelled = []
+    cancel = SlotTranslator.cancel
+    monkeypatch.setattr(SlotTranslator, "cancel", lambda self, keys: (
+        cancelled.extend(item.text for item in keys), cancel(self, keys)))
+    made = []
+    slot_translator = runtime.slot_translator
+    monkeypatch.setattr(runtime, "slot_translator", lambda n_best=1: made.append(
+        slot_translator(n_best)) or made[-1])
+    batcher = Batcher(runtime, workers=1)
+    going = _sentences(6, seed=21)
+    staying = _sentences(5, seed=22) + [" ".join(WORDS * 8)]
+    batcher.start()
+
+    async def main():
+        gone = asyncio.ensure_future(batcher.translate(going))
+        while batcher._translating < len(going):  # in the slots
+            await asyncio.sleep(0.001)
+        gone.cancel()
+        return await asyncio.wait_for(batcher.translate(staying), 120)
+
+    try:
+        answers = asyncio.run(main())
+    finally:
+        batcher.stop()
+    assert [found[0][0] for found in answers] == translator.translate(staying)
+    assert cancelled and set(cancelled) <= set(going)  # those not yet ended when it went
+    assert batcher._translating == 0 and made[0].live == 0
 
 
 # ------------------------------------------------------------ real servers
@@ -296,8 +336,8 @@ def test_the_page_translates_typed_text_in_chromium(server, translator, tmp_path
 
 @pytest.mark.slow
 def test_a_burst_beyond_the_queue_is_turned_away_and_sigterm_answers_what_is_in_flight(small_run):
-    # One worker, a queue of 4 sentences, batches that wait 300 ms to fill.
-    process, url = _start(small_run, "--max-queue", "4", "--workers", "1", "--max-wait-ms", "300")
+    # One worker of two slots, a queue of 4 sentences.
+    process, url = _start(small_run, "--max-queue", "4", "--workers", "1", "--slots", "2")
     try:
         body = {"q": "das Haus ist groß", "source": "de", "target": "en"}
         with concurrent.futures.ThreadPoolExecutor(16) as threads:
@@ -309,7 +349,7 @@ def test_a_burst_beyond_the_queue_is_turned_away_and_sigterm_answers_what_is_in_
                 assert headers["Retry-After"] == "1" and "queue is full" in answer["error"]
         assert _request(url, body)[0] == 200  # recovered
 
-        # SIGTERM while three requests wait in the queue: each is answered.
+        # SIGTERM with the slots full and a request waiting: each is answered.
         with concurrent.futures.ThreadPoolExecutor(3) as threads:
             in_flight = [threads.submit(_request, url, body | {"q": text})
                          for text in _sentences(3, seed=5)]
