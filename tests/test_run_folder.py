@@ -133,6 +133,7 @@ def test_the_languages_of_a_folder_come_from_what_it_holds(tmp_path, files, pair
     assert run_folder.languages(str(tmp_path)) == pair
 
 
+@pytest.mark.slow
 def test_an_export_keeps_the_languages_of_its_run(small_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(small_run, run)

@@ -468,7 +468,8 @@ def test_a_file_translates_as_one_batch_of_the_previous_search(translator, tmp_p
 
 
 @pytest.mark.filterwarnings("ignore::keras_transformer.textfiles.TruncationWarning")
-@pytest.mark.parametrize("beam_size", [1, pytest.param(3, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("beam_size", [1, 3])
 def test_continuous_batching_translates_as_batches(translator, beam_size):
     """`slots`: sentences join searches in flight as others end, and each
     gets what a batch gives it: best translations, n-best lists and their

@@ -113,7 +113,8 @@ def test_a_search_that_runs_to_the_end_of_every_slot_frees_them_and_caches_stay_
         _assert_same(found, _alone(model, source, 2))
 
 
-@pytest.mark.parametrize("beam_size", [1, pytest.param(3, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("beam_size", [1, 3])
 def test_an_aligned_search_keeps_the_attention_of_its_search_alone(model, beam_size):
     sources = _sources(12, seed=5)
     search = SlotSearch(model, slots=4, beam_size=beam_size, alignment_layer=1)
@@ -121,6 +122,7 @@ def test_an_aligned_search_keeps_the_attention_of_its_search_alone(model, beam_s
         _assert_same(found, _alone(model, source, beam_size, alignment_layer=1))
 
 
+@pytest.mark.slow
 def test_cancelled_sentences_free_their_slots_and_the_others_end_as_alone(model):
     """A client that goes away: its sentences leave at once, the slots take
     newcomers, and nothing else changes."""

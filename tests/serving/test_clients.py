@@ -79,6 +79,7 @@ def test_languages_list_every_pair_and_the_pivot(client):
         {"code": "fr", "name": "French", "targets": []}]
 
 
+@pytest.mark.slow
 def test_a_paragraph_is_its_sentences_translated_and_joined(client, models):
     text = "Das Haus ist groß. Der Baum war hier!\n\nEin Haus?  Dort  ist nicht hier."
     answer = client.post("/translate", json={"q": text, "source": "de", "target": "en",
