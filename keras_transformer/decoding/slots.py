@@ -364,13 +364,14 @@ class SlotSearch:
         kept = tf.cast(tf.where(~done)[:, 0], tf.int32)
         rows = tf.reshape(kept[:, None] * self.k + tf.range(self.k)[None], [-1])
         sentences = {name: tf.gather(value, kept) for name, value in sentences.items()}
-        padding = tf.gather(cache["source_padding"], kept)
+        sources = {name: tf.gather(cache[name], kept)
+                   for name in ("source_padding", "source_ends") if name in cache}
         width = tf.shape(cache["self_keys"][0])[2]
         first = tf.reduce_min(tf.concat([sentences["start"], [width]], 0))
-        longest = tf.reduce_max(tf.concat([tf.reduce_sum(tf.cast(padding, tf.int32), 1), [0]], 0))
+        longest = tf.reduce_max(tf.concat(
+            [tf.reduce_sum(tf.cast(sources["source_padding"], tf.int32), 1), [0]], 0))
         cache = {
-            **{name: tf.gather(cache[name], kept)[:, :longest]
-               for name in ("source_padding", "source_ends") if name in cache},
+            **{name: value[:, :longest] for name, value in sources.items()},
             "cross_keys": [tf.gather(t, kept)[:, :, :longest] for t in cache["cross_keys"]],
             "cross_values": [tf.gather(t, kept)[:, :, :longest] for t in cache["cross_values"]],
             "self_keys": [tf.gather(t, rows)[:, :, first:] for t in cache["self_keys"]],

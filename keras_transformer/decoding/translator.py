@@ -501,16 +501,10 @@ class Translator:
                 stop.set()  # Ctrl-C or an error: the threads stop at their next call
             for worker in workers:
                 worker.result()  # a search's error raises here
-        # One detokenization for the window, its rows in the input's order.
-        texts = self.tokenizer.detokenize(tf.constant(
-            np.concatenate([found[i][0] for i in range(len(lengths))]))).numpy()
-        results, at = [], 0
-        for i in range(len(lengths)):
-            scores = found[i][1]
-            hypotheses = [("", 0.0) if lengths[i] == 0 else  # a blank sentence
-                          (text.decode("utf-8", errors="replace"), float(score))
-                          for text, score in zip(texts[at:at + len(scores)], scores)]
-            at += len(scores)
+        searched = _hypotheses(self.tokenizer, [found[i][:2] for i in range(len(lengths))],
+                               lengths == 0)
+        results = []
+        for i, hypotheses in enumerate(searched):
             results.append(hypotheses[:n_best] if n_best else hypotheses[0][0])
             if align is not None:  # the best translation's tokens and attended positions
                 results[-1] = (results[-1], align(i, hypotheses[0][0], found[i][0][0],
@@ -589,17 +583,13 @@ class SlotTranslator:
         ended = self.search.advance(max_steps)
         if not ended:
             return []
-        texts = self.translator.tokenizer.detokenize(tf.constant(
-            np.concatenate([tokens for _, tokens, *_ in ended]))).numpy()
-        results, at = [], 0
-        sentences = []
-        for key, tokens, scores, _, *attended in ended:
-            sentence, cleaned, source_ids = self._sources.pop(key)
+        sources = [self._sources.pop(key) for key, *_ in ended]
+        searched = _hypotheses(self.translator.tokenizer, [found[1:3] for found in ended],
+                               [not source_ids for _, _, source_ids in sources])
+        results, sentences = [], []
+        for (key, tokens, _, _, *attended), (sentence, cleaned, source_ids), hypotheses in zip(
+                ended, sources, searched):
             sentences.append(sentence)
-            hypotheses = [("", 0.0) if not source_ids else  # a blank sentence
-                          (text.decode("utf-8", errors="replace"), float(score))
-                          for text, score in zip(texts[at:at + len(scores)], scores)]
-            at += len(scores)
             alignment = self.translator._kept_alignment(
                 cleaned, source_ids, hypotheses[0][0], tokens[0], attended[0][0]) \
                 if self.aligned else None
@@ -614,3 +604,18 @@ class SlotTranslator:
         self.search.cancel(keys)
         for key in keys:
             self._sources.pop(key, None)
+
+
+def _hypotheses(tokenizer, searched, blank):
+    """The `(translation, score)` pairs of searched sentences, detokenized in
+    one call: `searched` holds each one's tokens `(n, length)` and scores
+    `(n,)`; a sentence that was `blank` gets ("", 0.0) for each."""
+    texts = tokenizer.detokenize(tf.constant(
+        np.concatenate([tokens for tokens, _ in searched]))).numpy()
+    found, at = [], 0
+    for (_, scores), empty in zip(searched, blank):
+        found.append([("", 0.0) if empty else (text.decode("utf-8", errors="replace"),
+                                               float(score))
+                      for text, score in zip(texts[at:at + len(scores)], scores)])
+        at += len(scores)
+    return found
