@@ -26,8 +26,10 @@ How the sentences of a running search are kept apart:
   newcomers of a step encoded together), padded to the longest live source
   and masked beyond its own; they are cut back when the longest leaves.
   This needs no choice of buckets, and in a file, whose sentences join
-  longest first, the live sources have about one length. (Buckets of
-  fixed lengths have not been measured against it.)
+  longest first, the live sources have about one length. Measured against
+  buckets (2 x 16 slots kept full with Ding's sentences): padding to
+  multiples of 16 positions gave 0.90-0.98x its sentences a second, and
+  a fixed capacity of the model's length 0.79-0.90x.
 - Each beam keeps its own tokens, finished hypotheses and scores, stepped
   by the same code as `search.beam_search` (`search.beam_step`), at its
   own position. Nothing of a step mixes sentences, so each sentence's
@@ -38,17 +40,27 @@ The steps run in one traced `tf.function` (`advance`), a `tf.while_loop`
 in which each sentence leaves at the step it ends, and which returns once
 some have ended and enough slots are free (`free`), or after `max_steps`;
 joining (`join`) is another. Between them the caller, in Python, collects
-the finished sentences and admits waiting ones. At full slots the
+the finished sentences and admits waiting ones. A server's search returns
+less often: each sentence that ends is handed to a callback from inside the
+loop (`on_ended`, a `tf.py_function` at the steps where some end), so that
+its answer goes out at once, and the loop returns only when a `Wakeup`
+(variables it reads at each step, set by another thread) says that waiting
+sentences are due to join, or that some must be cancelled; the texts are
+made in the loop too (`detokenize`), so that no TensorFlow call of the
+answers waits behind the searches' steps. At full slots the
 bookkeeping costs a few percent of a step; each return to Python costs
 about 2 ms and each join an encoder call, which is why, on 2 cores, sorted
-batches are still faster for whole files and for a server's single
-sentences (docs/benchmarks.md, "Continuous batching").
+batches are still faster for whole files (docs/benchmarks.md, "Continuous
+batching").
 
 Sampling (back-translation) is not done here: its draws are made for a
 batch (`search.Sampling`), and joining would change them.
 """
 
 import copy
+import itertools
+import math
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -65,6 +77,44 @@ from keras_transformer.decoding.search import (
     most_attended,
     output_limits,
 )
+
+
+class Wakeup:
+    """When a running `SlotSearch.advance` should return to its caller,
+    said from another thread: two clock times (`time.time()`'s seconds)
+    in variables, which the search's loop reads at each step (no Python, so
+    no lock, in the loop). It returns after a step once the clock reaches
+    `admit` and a slot is free (sentences waiting to join), or once it
+    reaches `recall` (sentences to cancel)."""
+
+    def __init__(self):
+        self.admit = tf.Variable(math.inf, dtype=tf.float64, trainable=False)
+        self.recall = tf.Variable(math.inf, dtype=tf.float64, trainable=False)
+
+    def admit_at(self, when):
+        """Waiting sentences are due to join at `when` (`math.inf`: none wait)."""
+        self.admit.assign(when)
+
+    def recall_now(self):
+        """Return at the next step, slots free or not."""
+        self.recall.assign(time.time())
+
+    def recalled(self):
+        """Clears `recall_now` (the caller is back)."""
+        self.recall.assign(math.inf)
+
+
+# The callbacks of running `advance(on_ended=...)` calls, by a number the
+# traced loop passes to `_report` (one trace serves every search and fork).
+_CALLBACKS = {}
+_NUMBERS = itertools.count()
+
+
+def _report(number, ids, *results):
+    """Hands the sentences that ended to the callback of `advance` number
+    `number` (a `tf.py_function` in the loop)."""
+    _CALLBACKS[int(number)](ids.numpy(), [result.numpy() for result in results])
+    return tf.constant(0, tf.int32)
 
 
 class SlotSearch:
@@ -84,15 +134,20 @@ class SlotSearch:
         alignment_layer: keep, for each token, the source position this
             decoder layer attended to most, as `search.beam_search` does
             (its `attended`); None: not.
+        detokenize: a tokenizer's `detokenize` (ids `(n, length)` to
+            strings): each sentence that ends also gives its texts, made in
+            the search's graph (a server's answers then need no TensorFlow
+            call of their own, which would wait behind the running
+            searches' steps). None: tokens alone.
 
     Use `join` while `free` slots and waiting sentences remain, then
-    `advance`, which returns the sentences that ended; repeat until `live`
-    is 0. A search is used by one thread at a time; `fork` gives another
-    thread its own, traced once for both.
+    `advance`, which returns the sentences that ended (or hands them to its
+    `on_ended`); repeat until `live` is 0. A search is used by one thread
+    at a time; `fork` gives another thread its own, traced once for both.
     """
 
     def __init__(self, model, slots, beam_size=None, alpha=None, decode_margin=None,
-                 best_only=True, alignment_layer=None):
+                 best_only=True, alignment_layer=None, detokenize=None):
         if slots < 1:
             raise ValueError(f"slots must be >= 1; got {slots}.")
         config = model.config
@@ -103,6 +158,7 @@ class SlotSearch:
         self.decode_margin = decode_margin
         self.best_only = best_only
         self.alignment_layer = alignment_layer
+        self.detokenize = detokenize
         # Every sentence's tokens are kept in rows of the longest output any
         # may have, so that newcomers' rows concatenate with the others'.
         self.length = config.max_length
@@ -110,6 +166,7 @@ class SlotSearch:
         # and its key.
         self._order, self._keys, self._next_id = [], {}, 0
         self._state = self._empty = self._empty_state()
+        self._never = Wakeup()  # of an `advance` told nothing
         # The output projection's matrix, transposed once here rather than in
         # every `advance` (a transpose of the embedding took most of a call
         # that ran no step): the weights are read when the search is made.
@@ -121,7 +178,9 @@ class SlotSearch:
             specs, tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)])
         self._advance = tf.function(self._advance_graph, autograph=False, input_signature=[
             specs, tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int32),
-            tf.TensorSpec(self._output_weights.shape, self._output_weights.dtype)])
+            tf.TensorSpec(self._output_weights.shape, self._output_weights.dtype),
+            tf.TensorSpec([], tf.resource), tf.TensorSpec([], tf.resource),
+            tf.TensorSpec([], tf.int64)])
         self._remove = tf.function(lambda state, gone: self._without(*state, gone),
                                    autograph=False,
                                    input_signature=[specs, tf.TensorSpec([None], tf.bool)])
@@ -171,28 +230,51 @@ class SlotSearch:
             self._order += ids.tolist()
             self._keys.update(zip(ids.tolist(), keys))
 
-    def advance(self, max_steps=2**30, free=1):
+    def advance(self, max_steps=2**30, free=1, on_ended=None, wakeup=None):
         """Runs steps until some sentence has ended and at least `free` slots
         are free (or none is live), or `max_steps`; each sentence leaves at
         the step it ends. (A file's search admits sentences in groups, a
         server's as soon as one ends.)
 
+        With `on_ended`, each sentence that ends is handed to it, from
+        inside the loop, at its step (a list of the tuples below, on one of
+        TensorFlow's threads while this call waits), and the loop goes on
+        until no sentence is live, `max_steps`, or `wakeup` (a `Wakeup`)
+        says to return. `on_ended` must not call TensorFlow: the search
+        holds TensorFlow's threads, and such a call can wait for them
+        forever (a server hands the sentences to a thread of its own).
+
         Returns:
             A list of `(key, tokens, scores, log_probs)` for each sentence
-            that ended, NumPy arrays as one row of `search.SearchResult`:
-            tokens `(n_best, length)` (n_best 1 unless `best_only=False`),
-            scores and log-probabilities `(n_best,)`; with
-            `alignment_layer`, `attended` `(n_best, length)` last.
+            that ended (and was not handed to `on_ended`), NumPy arrays as
+            one row of `search.SearchResult`: tokens `(n_best, length)`
+            (n_best 1 unless `best_only=False`), scores and log-probabilities
+            `(n_best,)`; then with `alignment_layer`, `attended` `(n_best,
+            length)`, and with `detokenize`, the texts `(n_best,)` (bytes).
         """
         if not self._order:
             return []
-        self._state, ids, *results = self._advance(
-            self._state, tf.constant(max_steps, tf.int32), tf.constant(free, tf.int32),
-            self._output_weights)
-        ids = ids.numpy().tolist()
+        wakeup = wakeup or self._never
+        number = -1
+        if on_ended is not None:
+            number = next(_NUMBERS)
+            _CALLBACKS[number] = lambda ids, results: on_ended(self._ended(ids, results))
+        try:
+            self._state, ids, *results = self._advance(
+                self._state, tf.constant(max_steps, tf.int32), tf.constant(free, tf.int32),
+                self._output_weights, wakeup.admit.handle, wakeup.recall.handle,
+                tf.constant(number, tf.int64))
+        finally:
+            _CALLBACKS.pop(number, None)
+        return self._ended(ids.numpy(), [result.numpy() for result in results])
+
+    def _ended(self, ids, results):
+        """`advance`'s tuples of the sentences `ids` that ended, their
+        slots given up."""
+        ids = ids.tolist()
         gone = set(ids)
         self._order = [i for i in self._order if i not in gone]
-        return list(zip([self._keys.pop(i) for i in ids], *(result.numpy() for result in results)))
+        return list(zip([self._keys.pop(i) for i in ids], *results))
 
     def cancel(self, keys):
         """Takes the sentences of `keys` out before they end (a client that
@@ -328,27 +410,50 @@ class SlotSearch:
                    sentences["finished_log_probs"][:, :n_best])
         return results + ((sentences["finished_attended"][:, :n_best, 1:],) if aligned else ())
 
-    def _advance_graph(self, state, max_steps, free, output_weights):
+    def _gone(self, sentences, rows):
+        """The ids and `_results` of the sentences at `rows` (with
+        `detokenize`, and their texts)."""
+        found = tuple(tf.gather(result, rows)
+                      for result in (sentences["id"],) + self._results(sentences))
+        if self.detokenize is None:
+            return found
+        tokens = found[1]
+        texts = self.detokenize(tf.reshape(tokens, [-1, tf.shape(tokens)[2]]))
+        return found + (tf.reshape(texts, tf.shape(tokens)[:2]),)
+
+    def _advance_graph(self, state, max_steps, free, output_weights, admit, recall, number):
         scores = TokenScores(self.model, output_weights)
         sentences, cache = state
-        # The results of the sentences that ended, their ids first.
-        ended = (sentences["id"][:0],) + tuple(result[:0] for result in self._results(sentences))
+        # The results of the sentences that ended, their ids first (unless
+        # reported: `number` >= 0).
+        ended = self._gone(sentences, tf.zeros([0], tf.int64))
+        report = number >= 0
 
         def running(count, sentences, cache, ended):
             live = tf.shape(sentences["id"])[0]
             enough = (tf.shape(ended[0])[0] > 0) & (self.slots - live >= free)
-            return (count < max_steps) & (live > 0) & ~enough
+            now = tf.timestamp()
+            woken = (count > 0) & (
+                (now >= tf.raw_ops.ReadVariableOp(resource=recall, dtype=tf.float64))
+                | ((now >= tf.raw_ops.ReadVariableOp(resource=admit, dtype=tf.float64))
+                   & (live < self.slots)))
+            return (count < max_steps) & (live > 0) & ~enough & ~woken
 
         def body(count, sentences, cache, ended):
             sentences, cache = self._step(scores, sentences, cache)
             done = self._done(sentences)
 
             def leave():
-                gone = tf.where(done)[:, 0]
-                results = (sentences["id"],) + self._results(sentences)
-                return (*self._without(sentences, cache, done),
-                        tuple(tf.concat([old, tf.gather(new, gone)], 0)
-                              for old, new in zip(ended, results)))
+                results = self._gone(sentences, tf.where(done)[:, 0])
+
+                def reported():
+                    call = tf.py_function(_report, [number, *results], tf.int32)
+                    with tf.control_dependencies([call]):
+                        return tuple(tf.identity(old) for old in ended)
+
+                kept = tf.cond(report, reported, lambda: tuple(
+                    tf.concat([old, new], 0) for old, new in zip(ended, results)))
+                return (*self._without(sentences, cache, done), kept)
 
             return (count + 1, *tf.cond(tf.reduce_any(done), leave,
                                         lambda: (sentences, cache, ended)))

@@ -42,7 +42,7 @@ from keras_transformer.decoding.alignment import (
     token_alignment,
 )
 from keras_transformer.decoding.search import beam_search, greedy_search
-from keras_transformer.decoding.slots import SlotSearch, pad_sources
+from keras_transformer.decoding.slots import SlotSearch, Wakeup, pad_sources
 from keras_transformer.models import in_precision
 from keras_transformer.names import OVERLONG
 from keras_transformer.textfiles import clean_text, truncation_warning
@@ -439,7 +439,8 @@ class Translator:
             self._slot_searches[key] = SlotSearch(
                 self.model, key[3], self.beam_size, self.alpha, self.decode_margin,
                 best_only=best_only,
-                alignment_layer=alignment_layer(self.model) if aligned else None)
+                alignment_layer=alignment_layer(self.model) if aligned else None,
+                detokenize=self.tokenizer.detokenize)
         return self._slot_searches[key].fork()
 
     def _kept_alignment(self, sentence, source_ids, translation, tokens, attended):
@@ -492,23 +493,23 @@ class Translator:
                     if batch is None:
                         running -= 1
                         continue
-                    found.update((i, (tokens, scores, *attended))
-                                 for i, tokens, scores, _, *attended in batch)
+                    # i -> (texts, scores, tokens, attended positions or None)
+                    found.update((i, (kept[-1], scores, tokens, (kept[:-1] or [None])[0]))
+                                 for i, tokens, scores, _, *kept in batch)
                     if on_batch is not None and batch:
-                        on_batch(len(batch), sum(int(np.count_nonzero(found[i][0][0] != pad))
+                        on_batch(len(batch), sum(int(np.count_nonzero(found[i][2][0] != pad))
                                                  for i, *_ in batch))
             finally:
                 stop.set()  # Ctrl-C or an error: the threads stop at their next call
             for worker in workers:
                 worker.result()  # a search's error raises here
-        searched = _hypotheses(self.tokenizer, [found[i][:2] for i in range(len(lengths))],
-                               lengths == 0)
+        searched = _hypotheses([found[i][:2] for i in range(len(lengths))], lengths == 0)
         results = []
         for i, hypotheses in enumerate(searched):
             results.append(hypotheses[:n_best] if n_best else hypotheses[0][0])
             if align is not None:  # the best translation's tokens and attended positions
-                results[-1] = (results[-1], align(i, hypotheses[0][0], found[i][0][0],
-                                                  found[i][2][0]))
+                results[-1] = (results[-1], align(i, hypotheses[0][0], found[i][2][0],
+                                                  found[i][3][0]))
         return results
 
     @staticmethod
@@ -534,8 +535,9 @@ class SlotTranslator:
     """Sentences (str) translated with continuous batching by one thread: a
     `SlotSearch` of a `Translator`'s settings with its tokenizer around it,
     for a server's worker that admits sentences as they arrive
-    (`serving.batcher`). Sentences longer than the model accepts are cut, as
-    `Translator.translate` cuts them.
+    (`serving.batcher`), which tells a running `advance` when to come back
+    through `wakeup` (`decoding.slots.Wakeup`). Sentences longer than the
+    model accepts are cut, as `Translator.translate` cuts them.
 
     Args:
         translator: a `Translator` (its model, tokenizer and decoding).
@@ -557,6 +559,16 @@ class SlotTranslator:
         self.aligned = aligned
         self.on_aligned = on_aligned
         self._sources = {}  # key -> (sentence, cleaned, source ids without the end token)
+        self.wakeup = Wakeup()  # of `advance(on_ended=...)`, set by other threads
+
+    @property
+    def slots(self):
+        return self.search.slots
+
+    @property
+    def keys(self):
+        """The keys of the sentences being searched."""
+        return self.search.keys
 
     @property
     def free(self):
@@ -575,23 +587,39 @@ class SlotTranslator:
                                      self.translator.tokenizer.pad_id), keys)
         self._sources.update(zip(keys, zip(sentences, cleaned, ids)))
 
-    def advance(self, max_steps=2**30):
+    def advance(self, max_steps=2**30, on_ended=None):
         """Steps until some sentence ends (or `max_steps`): `(key,
         hypotheses, alignment)` of each that ended, `hypotheses` up to
         `n_best` `(translation, score)` pairs, `alignment` None unless
-        `aligned`."""
-        ended = self.search.advance(max_steps)
+        `aligned`.
+
+        With `on_ended`, the search instead hands what it found for them to
+        `on_ended` from inside its loop, at the step they end (see
+        `SlotSearch.advance`), and goes on until no sentence is live,
+        `max_steps`, or `wakeup` says to return (then it returns []).
+        `answers` turns what was handed into these tuples, on another
+        thread: `on_ended` runs on one of TensorFlow's threads, where a
+        TensorFlow call (detokenizing) can wait forever for the threads the
+        search holds.
+        """
+        if on_ended is None:
+            return self.answers(self.search.advance(max_steps))
+        return self.search.advance(max_steps, on_ended=on_ended, wakeup=self.wakeup)
+
+    def answers(self, ended):
+        """`advance`'s answers of what the search found for the sentences
+        that `ended`."""
         if not ended:
             return []
         sources = [self._sources.pop(key) for key, *_ in ended]
-        searched = _hypotheses(self.translator.tokenizer, [found[1:3] for found in ended],
+        searched = _hypotheses([(kept[-1], scores) for _, _, scores, _, *kept in ended],
                                [not source_ids for _, _, source_ids in sources])
         results, sentences = [], []
-        for (key, tokens, _, _, *attended), (sentence, cleaned, source_ids), hypotheses in zip(
+        for (key, tokens, _, _, *kept), (sentence, cleaned, source_ids), hypotheses in zip(
                 ended, sources, searched):
             sentences.append(sentence)
             alignment = self.translator._kept_alignment(
-                cleaned, source_ids, hypotheses[0][0], tokens[0], attended[0][0]) \
+                cleaned, source_ids, hypotheses[0][0], tokens[0], kept[0][0]) \
                 if self.aligned else None
             results.append((key, hypotheses[:self.n_best], alignment))
         if self.on_aligned is not None:
@@ -600,22 +628,20 @@ class SlotTranslator:
         return results
 
     def cancel(self, keys):
-        """Takes the sentences of `keys` out before they end."""
+        """Takes the sentences of `keys` out before they end; returns those
+        it took (the others ended already, or never joined)."""
+        searched = set(self.search.keys)
+        keys = [key for key in keys if key in searched]
         self.search.cancel(keys)
         for key in keys:
-            self._sources.pop(key, None)
+            del self._sources[key]
+        return keys
 
 
-def _hypotheses(tokenizer, searched, blank):
-    """The `(translation, score)` pairs of searched sentences, detokenized in
-    one call: `searched` holds each one's tokens `(n, length)` and scores
-    `(n,)`; a sentence that was `blank` gets ("", 0.0) for each."""
-    texts = tokenizer.detokenize(tf.constant(
-        np.concatenate([tokens for tokens, _ in searched]))).numpy()
-    found, at = [], 0
-    for (_, scores), empty in zip(searched, blank):
-        found.append([("", 0.0) if empty else (text.decode("utf-8", errors="replace"),
-                                               float(score))
-                      for text, score in zip(texts[at:at + len(scores)], scores)])
-        at += len(scores)
-    return found
+def _hypotheses(searched, blank):
+    """The `(translation, score)` pairs of searched sentences: `searched`
+    holds each one's texts (bytes) and scores, `(n,)` each; a sentence that
+    was `blank` gets ("", 0.0) for each."""
+    return [[("", 0.0) if empty else (text.decode("utf-8", errors="replace"), float(score))
+             for text, score in zip(texts, scores)]
+            for (texts, scores), empty in zip(searched, blank)]

@@ -21,12 +21,18 @@ sentences a second (docs/benchmarks-log.md, "Serving over HTTP").
 With a runtime that has continuous batching (`Runtime.slot_translator`:
 the Keras runtime opened with `slots`), the queue instead feeds each
 worker's slots (`decoding.slots`): between steps, a worker admits waiting
-sentences into its free slots, up to its share of the sentences in the server, and each
-sentence's answer is settled at the step it ends, not when its batch does.
-A short sentence sent while long ones decode then waits for a step, not a
-batch; a worker that has free slots and nothing waiting returns from its
-search every `SLOT_STEPS` steps to look for newcomers. The sentences of a
-client that went away (its futures cancelled) leave their slots at once.
+sentences into its free slots, up to its share of the sentences in the
+server. The search hands each sentence over at the step it ends, from
+inside its loop, and a thread of the worker's own answers it at once (the
+search goes on meanwhile), not when a batch would end. The search returns
+only when the queue says that newcomers are due (through the translator's
+`wakeup`, which its loop reads at each step): once a quarter of a worker's
+slots' worth wait, or the first has waited `max_wait`, and a slot is free.
+(Returning to admit each newcomer alone cost more than it saved: a return
+and an encoder call each.) A short sentence sent while long ones decode
+then waits at most `max_wait` and a step to start, not a batch. The
+sentences of a client that went away (its futures cancelled) leave their
+slots at the next step.
 
 A request whose sentences do not fit in the queue is refused whole
 (`QueueFull`), so memory stays bounded however many clients send; so are
@@ -37,12 +43,14 @@ import asyncio
 import collections
 import dataclasses
 import itertools
+import math
+import queue
 import threading
 import time
 
 SLOT_STEPS = 4
-"""Steps a worker with free slots and nothing waiting runs before it looks
-at the queue again."""
+"""Steps each search of a worker runs in its turn while several are live
+(sentences asking for different numbers of translations)."""
 
 
 class QueueFull(Exception):
@@ -84,6 +92,7 @@ class Batcher:
         self._condition = threading.Condition()
         self._stopping = False
         self._translating = 0  # sentences in the batches being translated
+        self._slot_translators = []  # the workers' (continuous batching), for their wakeups
         self._threads = [threading.Thread(target=self._work, name=f"batcher-{index}", daemon=True)
                          for index in range(workers)]
 
@@ -122,8 +131,30 @@ class Batcher:
             items = [_Sentence(text, min(length, limit) + 1, n_best, loop.create_future(), loop,
                                now) for text, length in zip(sentences, lengths)]
             self._queue.extend(items)
+            self._wake()
             self._condition.notify_all()
+        for item in items:
+            item.future.add_done_callback(self._recall)
         return await asyncio.gather(*(item.future for item in items))
+
+    def _wake(self):
+        """Tells the workers' running searches when the waiting sentences are
+        due to join (called under the lock as the queue changes)."""
+        if not self._slot_translators:
+            return
+        if self._queue:
+            waited = time.monotonic() - self._queue[0].arrived
+            first = time.time() + max(0.0, self.max_wait - waited)
+        for translator in self._slot_translators:
+            translator.wakeup.admit_at(
+                math.inf if not self._queue
+                else 0.0 if len(self._queue) >= max(1, translator.slots // 4) else first)
+
+    def _recall(self, future):
+        """A client went away: the searches come back to free its slots."""
+        if future.cancelled():
+            for translator in list(self._slot_translators):
+                translator.wakeup.recall_now()
 
     def _take(self):
         """The next batch (waiting for it), or None once stopped and empty.
@@ -158,11 +189,20 @@ class Batcher:
             return batch
 
     def _work(self):
-        first = self.runtime.slot_translator(1)
+        first = self._slot_translator(1)
         if first is None:
             self._work_batches()
         else:
             self._work_slots(first)
+
+    def _slot_translator(self, n_best):
+        """The runtime's `slot_translator(n_best)`, its wakeup told by the queue."""
+        translator = self.runtime.slot_translator(n_best)
+        if translator is not None:
+            with self._condition:
+                self._slot_translators.append(translator)
+                self._wake()
+        return translator
 
     def _work_batches(self):
         while (batch := self._take()) is not None:
@@ -191,10 +231,11 @@ class Batcher:
     def _admit(self, searches, live):
         """Takes the waiting sentences this worker's slots admit now (waiting
         for some, or for a live one of its own), up to its share of the
-        sentences in the server; None once stopped with nothing left."""
+        sentences in the server; None once stopped with nothing left (its
+        answers given too)."""
         with self._condition:
-            while not self._queue and not live:
-                if self._stopping:
+            while not self._queue and not any(search.live for search in searches.values()):
+                if self._stopping and not live:
                     return None
                 self._condition.wait()
             share = -(-(len(self._queue) + self._translating) // len(self._threads))
@@ -202,59 +243,86 @@ class Batcher:
             while self._queue and len(live) + len(taken) < max(share, 1):
                 n_best = self._queue[0].n_best
                 if n_best not in searches:
-                    searches[n_best] = self.runtime.slot_translator(n_best)
+                    searches[n_best] = self._slot_translator(n_best)
                 if searches[n_best].free <= sum(item.n_best == n_best for item in taken):
                     break
                 taken.append(self._queue.popleft())
             self._translating += len(taken)
+            self._wake()
             return taken
 
     def _work_slots(self, first):
-        """A worker of continuous batching (see the module docstring)."""
+        """A worker of continuous batching (see the module docstring). Its
+        searches hand the sentences that end to `handed`, from inside their
+        loops; a thread of its own turns them into answers and settles them
+        (`_answer`), since TensorFlow cannot be called from there."""
         searches = {1: first}  # n_best -> this worker's SlotTranslator
-        live = set()  # this worker's sentences in its slots
-        while (taken := self._admit(searches, live)) is not None:
-            for n_best, group in itertools.groupby(sorted(taken, key=lambda item: item.n_best),
-                                                   key=lambda item: item.n_best):
-                group = list(group)
-                searches[n_best].join([item.text for item in group], group)
-                live.update(group)
-            with self._condition:
-                waiting = bool(self._queue)
-            for n_best, search in searches.items():
-                if not search.live:
-                    continue
-                started = time.monotonic()
-                try:
-                    ended = search.advance(2**30 if waiting else SLOT_STEPS)
-                except Exception as error:  # the requests' 500s; the worker carries on
-                    failed = [item for item in live if item.n_best == n_best]
-                    searches[n_best] = self.runtime.slot_translator(n_best)
-                    ended = [(item, error, None) for item in failed]
-                self._settled(live, ended, started)
-            # A client that went away: its sentences leave their slots.
-            gone = [item for item in live if item.future.cancelled()]
-            for n_best, search in searches.items():
-                search.cancel([item for item in gone if item.n_best == n_best])
-            self._settled(live, [(item, None, None) for item in gone], None)
+        live = set()  # this worker's sentences in its slots, until answered
+        handed = queue.SimpleQueue()  # (search, ended, since); None: stop
+        answering = threading.Thread(target=self._answer, args=(handed, live),
+                                     name=f"{threading.current_thread().name}-answers")
+        answering.start()
+        try:
+            while (taken := self._admit(searches, live)) is not None:
+                for n_best, group in itertools.groupby(
+                        sorted(taken, key=lambda item: item.n_best), key=lambda item: item.n_best):
+                    group = list(group)
+                    searches[n_best].join([item.text for item in group], group)
+                    with self._condition:
+                        live.update(group)
+                running = [search for search in searches.values() if search.live]
+                for search in running:
+                    since = [time.monotonic()]
+                    try:
+                        search.advance(SLOT_STEPS if len(running) > 1 else 2**30,
+                                       on_ended=lambda ended, search=search, since=since:
+                                       handed.put((search, ended, since)))
+                    except Exception as error:  # the requests' 500s; the worker carries on
+                        failed = search.keys
+                        with self._condition:
+                            self._slot_translators.remove(search)
+                        searches[search.n_best] = self._slot_translator(search.n_best)
+                        self._settled(live, [(item, error, None) for item in failed])
+                    search.wakeup.recalled()
+                # A client that went away: its sentences leave their slots.
+                with self._condition:
+                    gone = [item for item in live if item.future.cancelled()]
+                for n_best, search in searches.items():
+                    cancelled = search.cancel([item for item in gone if item.n_best == n_best])
+                    self._settled(live, [(item, None, None) for item in cancelled])
+        finally:
+            handed.put(None)
+            answering.join()
 
-    def _settled(self, live, ended, started):
+    def _answer(self, handed, live):
+        """Answers what a worker's searches hand over, until told to stop."""
+        while (found := handed.get()) is not None:
+            search, ended, since = found
+            try:
+                answers = search.answers(ended)
+            except Exception as error:
+                answers = [(key, error, None) for key, *_ in ended]
+            self._settled(live, answers, since)
+
+    def _settled(self, live, ended, since=None):
         """Answers the sentences that `ended` (`(item, hypotheses or an
-        error, _)` each) and takes them out of `live`."""
+        error, _)` each) and takes them out of `live`; `since`: a list
+        holding when the search started or last settled some (metrics)."""
         if not ended:
             return
         with self._condition:
             self._translating -= len(ended)
+            live.difference_update(item for item, _, _ in ended)
             self._condition.notify_all()
         for item, result, _ in ended:
-            live.discard(item)
             if isinstance(result, Exception):
                 item.loop.call_soon_threadsafe(_settle, item.future, None, result)
             elif result is not None:
                 item.loop.call_soon_threadsafe(_settle, item.future, result, None)
-        if self.observe is not None and started is not None:
-            self.observe(len(ended), sum(item.tokens for item, _, _ in ended),
-                         time.monotonic() - started)
+        if self.observe is not None and since is not None:
+            now = time.monotonic()
+            self.observe(len(ended), sum(item.tokens for item, _, _ in ended), now - since[0])
+            since[0] = now
 
 
 def _settle(future, result, error):

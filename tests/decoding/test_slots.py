@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.decoding import SearchResult, beam_search, greedy_search
-from keras_transformer.decoding.slots import SlotSearch, pad_sources, search_all
+from keras_transformer.decoding.slots import SlotSearch, Wakeup, pad_sources, search_all
 from keras_transformer.models import BASE, transformer
 
 TINY = BASE.replace(num_encoder_layers=1, num_decoder_layers=2, d_model=32, d_ff=64, num_heads=4,
@@ -140,6 +140,51 @@ def test_cancelled_sentences_free_their_slots_and_the_others_end_as_alone(model)
     assert set(results) == {live[1], live[3], 4, 5}
     for key, found in results.items():
         _assert_same(found, _alone(model, sources[key], 2))
+
+
+def test_sentences_are_handed_out_at_their_step_and_a_wakeup_brings_the_search_back(model):
+    """A server's search: each sentence that ends goes to `on_ended` from
+    inside the loop, at the step it ends, as searched alone; the loop runs
+    on until a `Wakeup` says newcomers are due (and a slot is free) or
+    sentences must be cancelled, and then returns after one step."""
+    sources = _sources(12, seed=4)
+    search = SlotSearch(model, slots=4, beam_size=1)
+    handed = []  # the sentences of each call of on_ended
+
+    search.join(pad_sources(sources[:4], TINY.pad_id), [0, 1, 2, 3])
+    assert search.advance(on_ended=handed.append) == [] and search.live == 0
+    # Greedy search: a sentence ends at the step of its length, so the calls
+    # come one a step, in the order of their outputs' lengths.
+    lengths = [{int(np.count_nonzero(tokens[0])) for _, tokens, *_ in call} for call in handed]
+    assert all(len(each) == 1 for each in lengths)
+    assert [min(each) for each in lengths] == sorted(set.union(*lengths))
+
+    def steps_since(before):  # each live sentence's steps since `before`
+        now = dict(zip(search.keys, search._state[0]["position"].numpy().tolist()))
+        return {key: position - before.get(key, 0) for key, position in now.items()}
+
+    wakeup = Wakeup()
+    search.join(pad_sources(sources[4:7], TINY.pad_id), [4, 5, 6])
+    wakeup.admit_at(0.0)  # newcomers due, a slot free: back after one step
+    search.advance(on_ended=handed.append, wakeup=wakeup)
+    assert set(steps_since({}).values()) == {1}
+    search.join(pad_sources(sources[7:8], TINY.pad_id), [7])
+    search.advance(on_ended=handed.append, wakeup=wakeup)  # full: back once one has ended
+    assert search.live < 4
+    wakeup.admit_at(float("inf"))
+    newcomers = list(range(8, 8 + search.free))
+    search.join(pad_sources([sources[i] for i in newcomers], TINY.pad_id), newcomers)
+    before = steps_since({})
+    wakeup.recall_now()  # sentences to cancel, slots full: back after one step
+    search.advance(on_ended=handed.append, wakeup=wakeup)
+    assert set(steps_since(before).values()) <= {1}
+    wakeup.recalled()
+    search.advance(on_ended=handed.append, wakeup=wakeup)
+    assert search.live == 0
+    found = {key: found for call in handed for key, *found in call}
+    assert sorted(found) == list(range(8 + len(newcomers)))
+    for key, result in found.items():
+        _assert_same(result, _alone(model, sources[key], 1))
 
 
 def test_the_caches_hold_no_more_than_the_longest_live_sentence(model):
