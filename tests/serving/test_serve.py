@@ -230,6 +230,45 @@ def test_a_client_that_goes_away_frees_its_slots_and_the_others_are_answered(
     assert batcher._translating == 0 and made[0].live == 0
 
 
+def test_an_error_while_answering_fails_those_sentences_and_the_worker_carries_on(
+        runtime, translator, monkeypatch):
+    """Continuous batching: the sentences a search hands over are answered
+    by the worker's own thread; if turning some into answers fails, their
+    requests get the error (a 500) and every other sentence, then and
+    later, is answered as the Translator answers it."""
+    answers, failed = SlotTranslator.answers, []
+
+    def failing_once(self, ended):
+        if not failed:
+            failed.extend(item.text for item, *_ in ended)
+            raise RuntimeError("the detokenizer broke")
+        return answers(self, ended)
+
+    monkeypatch.setattr(SlotTranslator, "answers", failing_once)
+    batcher = Batcher(runtime, workers=1)
+    sentences = _sentences(5, seed=23)
+    batcher.start()
+
+    async def main():
+        first = await asyncio.wait_for(asyncio.gather(
+            *(batcher.translate([sentence]) for sentence in sentences), return_exceptions=True),
+            120)
+        return first, await asyncio.wait_for(batcher.translate(sentences), 120)
+
+    try:
+        first, again = asyncio.run(main())
+    finally:
+        batcher.stop()
+    expected = translator.translate(sentences)
+    errors = {sentence for sentence, found in zip(sentences, first)
+              if isinstance(found, RuntimeError)}
+    assert failed and errors == set(failed)
+    assert all(found[0][0][0] == translation for found, translation in zip(first, expected)
+               if not isinstance(found, Exception))
+    assert [found[0][0] for found in again] == expected
+    assert batcher._translating == 0
+
+
 # ------------------------------------------------------------ real servers
 
 
