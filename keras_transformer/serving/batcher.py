@@ -267,7 +267,11 @@ class Batcher:
                 for n_best, group in itertools.groupby(
                         sorted(taken, key=lambda item: item.n_best), key=lambda item: item.n_best):
                     group = list(group)
-                    searches[n_best].join([item.text for item in group], group)
+                    try:
+                        searches[n_best].join([item.text for item in group], group)
+                    except Exception as error:  # their requests' 500s; the worker carries on
+                        self._settled(live, [(item, error, None) for item in group])
+                        continue
                     with self._condition:
                         live.update(group)
                 running = [search for search in searches.values() if search.live]

@@ -230,21 +230,24 @@ def test_a_client_that_goes_away_frees_its_slots_and_the_others_are_answered(
     assert batcher._translating == 0 and made[0].live == 0
 
 
-def test_an_error_while_answering_fails_those_sentences_and_the_worker_carries_on(
-        runtime, translator, monkeypatch):
-    """Continuous batching: the sentences a search hands over are answered
-    by the worker's own thread; if turning some into answers fails, their
-    requests get the error (a 500) and every other sentence, then and
-    later, is answered as the Translator answers it."""
-    answers, failed = SlotTranslator.answers, []
+@pytest.mark.parametrize("method", ["join", "answers"])
+def test_an_error_while_admitting_or_answering_fails_those_sentences_and_the_worker_carries_on(
+        runtime, translator, monkeypatch, method):
+    """Continuous batching: if admitting some sentences into the slots
+    (`join`) or turning those a search handed over into answers (`answers`,
+    on the worker's own thread) fails, their requests get the error (a 500)
+    and every other sentence, then and later, is answered as the Translator
+    answers it."""
+    original, failed = getattr(SlotTranslator, method), []
 
-    def failing_once(self, ended):
+    def failing_once(self, *args):
         if not failed:
-            failed.extend(item.text for item, *_ in ended)
-            raise RuntimeError("the detokenizer broke")
-        return answers(self, ended)
+            items = args[1] if method == "join" else [item for item, *_ in args[0]]
+            failed.extend(item.text for item in items)
+            raise RuntimeError(f"{method} broke")
+        return original(self, *args)
 
-    monkeypatch.setattr(SlotTranslator, "answers", failing_once)
+    monkeypatch.setattr(SlotTranslator, method, failing_once)
     batcher = Batcher(runtime, workers=1)
     sentences = _sentences(5, seed=23)
     batcher.start()
