@@ -3,19 +3,23 @@ repository: did a change make decoding slower where it should not?
 
     python benchmarks/search_against_commit.py c4d7b8d [--turns 3 --repeats 7]
 
-Two settings, each beam 4 and greedy, float32, on models with random
-weights whose end token never wins before the limit (so both versions
-compute exactly the same number of steps):
+Three settings, each beam 4 and greedy, float32, on models with random
+weights and a vocabulary of 37,000 tokens whose end token never wins before
+the limit (so both versions compute exactly the same number of steps):
 - fixed length, `benchmarks/decode_throughput.py`'s: the base preset, 16
   sources of 24 tokens, 40 output tokens each;
 - batch 1, `benchmarks/serving_latency.py`'s: the small preset, one source
-  of 24 tokens, 40 output tokens.
+  of 24 tokens, 40 output tokens;
+- a `Translator` call of one sentence of 23 words (a SentencePiece word
+  model of random words: 24 tokens), 40 output tokens, with the base
+  model: what a server's lone request costs, text in and out.
 
 The commit is checked out into a temporary git worktree; each turn starts
 one fresh process per version (this tree's benchmark code, the version's
 library on PYTHONPATH), in turns, `--turns` times, so that both are timed
 at the same time on a machine whose speed drifts. Each process reports the
-median of `--repeats` calls of a traced search after a warm-up call; the
+median of `--repeats` calls of a traced search (or of the `Translator`)
+after a warm-up call; the
 table gives the median over the turns and old / new (above 1: faster now).
 """
 
@@ -44,8 +48,8 @@ def measure(repeats):
 
     import decode_throughput as fixed
     import keras_transformer
-    from common import model_running_to_the_limit
-    from keras_transformer.decoding import beam_search, greedy_search
+    from common import model_running_to_the_limit, word_tokenizer
+    from keras_transformer.decoding import Translator, beam_search, greedy_search
     from keras_transformer.models import SMALL
 
     tree = os.environ["PYTHONPATH"]
@@ -56,6 +60,15 @@ def measure(repeats):
     settings = (("base, 16 x 24", fixed.base_model(), source),
                 ("small, batch 1", model_running_to_the_limit(
                     SMALL.replace(decode_margin=margin), fixed.VOCAB), source[:1]))
+
+    def median_ms(call):
+        calls = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            call()
+            calls.append(time.perf_counter() - start)
+        return 1000 * float(np.median(calls))
+
     times = {}
     for name, model, ids in settings:
         for search_name, search, options in (("beam 4", beam_search, {"beam_size": 4}),
@@ -64,12 +77,16 @@ def measure(repeats):
                                    search(m, s, **options).tokens)
             lengths = np.count_nonzero(function(ids).numpy()[:, 0], axis=1)
             assert (lengths == fixed.OUTPUT_TOKENS).all(), lengths
-            calls = []
-            for _ in range(repeats):
-                start = time.perf_counter()
-                function(ids).numpy()
-                calls.append(time.perf_counter() - start)
-            times[f"{name}, {search_name}"] = 1000 * float(np.median(calls))
+            times[f"{name}, {search_name}"] = median_ms(lambda: function(ids).numpy())
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer, words = word_tokenizer(fixed.VOCAB, folder)
+        sentence = [" ".join(words[:fixed.SOURCE_LENGTH - 1])]
+        for search_name, beam_size in (("beam 4", 4), ("greedy", 1)):
+            translator = Translator(settings[0][1], tokenizer, beam_size=beam_size)
+            # 39 words and the end token.
+            assert len(translator.translate(sentence)[0].split()) == fixed.OUTPUT_TOKENS - 1
+            times[f"Translator, 1, {search_name}"] = median_ms(
+                lambda: translator.translate(sentence))
     print(json.dumps(times))
 
 
