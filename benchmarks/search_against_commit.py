@@ -35,20 +35,22 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from common import machine  # noqa: E402
+from common import machine, word_tokenizer  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
-def measure(repeats):
+def measure(repeats, tokenizer_path):
     """Times the searches of the library on PYTHONPATH; prints one JSON line
-    of milliseconds by setting."""
+    of milliseconds by setting. `tokenizer_path`: the word model (trained
+    once by this tree's library, loaded by both versions)."""
     import tensorflow as tf
 
     import decode_throughput as fixed
     import keras_transformer
-    from common import model_running_to_the_limit, word_tokenizer
+    from common import model_running_to_the_limit
+    from keras_transformer.data import Tokenizer
     from keras_transformer.decoding import Translator, beam_search, greedy_search
     from keras_transformer.models import SMALL
 
@@ -78,22 +80,22 @@ def measure(repeats):
             lengths = np.count_nonzero(function(ids).numpy()[:, 0], axis=1)
             assert (lengths == fixed.OUTPUT_TOKENS).all(), lengths
             times[f"{name}, {search_name}"] = median_ms(lambda: function(ids).numpy())
-    with tempfile.TemporaryDirectory() as folder:
-        tokenizer, words = word_tokenizer(fixed.VOCAB, folder)
-        sentence = [" ".join(words[:fixed.SOURCE_LENGTH - 1])]
-        for search_name, beam_size in (("beam 4", 4), ("greedy", 1)):
-            translator = Translator(settings[0][1], tokenizer, beam_size=beam_size)
-            # 39 words and the end token.
-            assert len(translator.translate(sentence)[0].split()) == fixed.OUTPUT_TOKENS - 1
-            times[f"Translator, 1, {search_name}"] = median_ms(
-                lambda: translator.translate(sentence))
+    tokenizer = Tokenizer(tokenizer_path)
+    words = [piece.lstrip("\u2581") for piece in tokenizer.pieces(range(4, fixed.SOURCE_LENGTH + 3))]
+    sentence = [" ".join(words)]
+    for search_name, beam_size in (("beam 4", 4), ("greedy", 1)):
+        translator = Translator(settings[0][1], tokenizer, beam_size=beam_size)
+        # 39 words and the end token.
+        assert len(translator.translate(sentence)[0].split()) == fixed.OUTPUT_TOKENS - 1
+        times[f"Translator, 1, {search_name}"] = median_ms(lambda: translator.translate(sentence))
     print(json.dumps(times))
 
 
-def in_process(tree, repeats):
+def in_process(tree, repeats, tokenizer_path):
     """One measuring process with `tree`'s library; its milliseconds."""
     process = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "--measure", "--repeats", str(repeats)],
+        [sys.executable, os.path.abspath(__file__), "--measure", "--repeats", str(repeats),
+         "--tokenizer", tokenizer_path],
         env=os.environ | {"PYTHONPATH": tree}, cwd=HERE, capture_output=True, text=True)
     if process.returncode:  # e.g. a commit whose library lacks what this measures
         last = process.stderr.strip().splitlines()[-1:] or ["no message"]
@@ -107,9 +109,10 @@ def main():
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tokenizer", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
-        return measure(args.repeats)
+        return measure(args.repeats, args.tokenizer)
     if not args.commit:
         parser.error("give the earlier commit to compare with")
     with tempfile.TemporaryDirectory() as scratch:
@@ -119,10 +122,14 @@ def main():
         if checkout.returncode:
             parser.error(f"cannot check out {args.commit!r}: {checkout.stderr.strip()}")
         try:
+            from decode_throughput import VOCAB
+
+            word_tokenizer(VOCAB, scratch)
+            tokenizer_path = os.path.join(scratch, "tokenizer.model")
             runs = {"old": [], "new": []}
             for _ in range(args.turns):
-                runs["old"].append(in_process(old, args.repeats))
-                runs["new"].append(in_process(ROOT, args.repeats))
+                runs["old"].append(in_process(old, args.repeats, tokenizer_path))
+                runs["new"].append(in_process(ROOT, args.repeats, tokenizer_path))
         finally:
             subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", old], check=True)
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "not capped")
