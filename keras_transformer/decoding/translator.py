@@ -137,7 +137,10 @@ class Translator:
     results come back in the input's order.
 
     Args:
-        model: a `Transformer`.
+        model: a `Transformer`. Its output projection's matrix is read
+            (transposed) when the translator is made, once for all its
+            searches: after the model's weights change (training goes on,
+            weights are loaded), make a new translator.
         tokenizer: its tokenizer (a `Tokenizer`, or an imported model's).
         beam_size: default: the model config's (the paper's 4); 1 is
             greedy search.
