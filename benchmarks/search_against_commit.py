@@ -12,7 +12,9 @@ the limit (so both versions compute exactly the same number of steps):
   of 24 tokens, 40 output tokens;
 - a `Translator` call of one sentence of 23 words (a SentencePiece word
   model of random words: 24 tokens), 40 output tokens, with the base
-  model: what a server's lone request costs, text in and out.
+  model: what a server's lone request costs, text in and out; and the same
+  sentence through the text SavedModel's `translate` function, beam 4 (as
+  traced for the export, called in the process).
 
 The commit is checked out into a temporary git worktree; each turn starts
 one fresh process per version (this tree's benchmark code, the version's
@@ -52,6 +54,7 @@ def measure(repeats, tokenizer_path):
     from common import model_running_to_the_limit
     from keras_transformer.data import Tokenizer
     from keras_transformer.decoding import Translator, beam_search, greedy_search
+    from keras_transformer.export.saved_model import ServingModule
     from keras_transformer.models import SMALL
 
     tree = os.environ["PYTHONPATH"]
@@ -88,6 +91,11 @@ def measure(repeats, tokenizer_path):
         # 39 words and the end token.
         assert len(translator.translate(sentence)[0].split()) == fixed.OUTPUT_TOKENS - 1
         times[f"Translator, 1, {search_name}"] = median_ms(lambda: translator.translate(sentence))
+    translate = ServingModule(settings[0][1], tokenizer).translate
+    inputs = (tf.constant(sentence), tf.constant(4), tf.constant(0.6), tf.constant(margin))
+    words = translate(*inputs)["translations"].numpy()[0, 0].split()
+    assert len(words) == fixed.OUTPUT_TOKENS - 1, len(words)
+    times["SavedModel, 1, beam 4"] = median_ms(lambda: translate(*inputs)["translations"].numpy())
     print(json.dumps(times))
 
 
