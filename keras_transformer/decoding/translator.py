@@ -102,7 +102,7 @@ def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_
 
 
 def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use_cache=True,
-                   sampling=None, output_weights=None):
+                   sampling=None):
     """Translates a batch of strings in one graph.
 
     Args:
@@ -113,7 +113,6 @@ def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use
             a scalar (tensors allowed).
         sampling: a `Sampling` to draw the translations instead of beam
             search (`beam_size` is then not used).
-        output_weights: see `search`.
 
     Returns:
         `(translations, scores)`: string `(batch, beam_size)` (with
@@ -122,8 +121,7 @@ def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use
     """
     source_ids, blank = encode_sources(tokenizer, texts, model.config.max_source_tokens)
     translations, scores, _ = translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha,
-                                            decode_margin, use_cache, sampling,
-                                            output_weights=output_weights)
+                                            decode_margin, use_cache, sampling)
     return translations, scores
 
 

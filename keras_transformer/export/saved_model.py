@@ -45,22 +45,12 @@ class ServingModule(tf.Module):
         model: a `Transformer`.
         tokenizer: its tokenizer (one whose `in_graph` is True); `None` for
             a core-ops-only module.
-        output_weights: the variable holding the output projection's
-            matrix (another module's, to share it); None: made here.
     """
 
-    def __init__(self, model, tokenizer=None, output_weights=None):
+    def __init__(self, model, tokenizer=None):
         super().__init__(name="keras_transformer")
         self.model = model
         self.tokenizer = tokenizer
-        # The output projection's matrix (`Transformer.output_weights`),
-        # transposed once here and saved beside the weights, which makes
-        # the files larger by the embedding's size, rather than made in
-        # every call: that took 50-70 ms of each call with 37,000 tokens
-        # (see `decoding.Translator`).
-        self.output_weights = (output_weights if output_weights is not None else
-                               tf.Variable(model.output_weights(), trainable=False,
-                                           name="output_weights"))
         config = model.config
         self.defaults = (config.beam_size, float(config.length_penalty), config.decode_margin)
         self.search_ids = graph_function(self._search_ids, [_IDS, _INT, _FLOAT, _INT])
@@ -73,7 +63,7 @@ class ServingModule(tf.Module):
 
     def _search_ids(self, source_ids, beam_size, alpha, decode_margin):
         result = beam_search(self.model, source_ids, beam_size=beam_size, alpha=alpha,
-                             decode_margin=decode_margin, output_weights=self.output_weights)
+                             decode_margin=decode_margin)
         return {"target_ids": result.tokens, "scores": result.scores}
 
     def _logits(self, source_ids, target_ids):
@@ -84,13 +74,13 @@ class ServingModule(tf.Module):
 
     def _translate(self, text, beam_size, alpha, decode_margin):
         translations, scores = translate_text(self.model, self.tokenizer, text, beam_size, alpha,
-                                              decode_margin, output_weights=self.output_weights)
+                                              decode_margin)
         return {"translations": translations, "scores": scores}
 
     def _sample(self, text, top_k, temperature, seed, decode_margin):
         translations, scores = translate_text(
             self.model, self.tokenizer, text, 1, self.defaults[1], decode_margin,
-            sampling=Sampling(top_k, temperature, seed), output_weights=self.output_weights)
+            sampling=Sampling(top_k, temperature, seed))
         return {"translations": translations[:, 0], "scores": scores[:, 0]}
 
     def _serving_default(self, text):
@@ -103,7 +93,7 @@ class ServingModule(tf.Module):
         """A text module (`tokenizer`'s) on this module's model that shares
         this module's id functions, traces included: an export writes a
         SavedModel of each, and tracing a beam search takes seconds."""
-        module = ServingModule(self.model, tokenizer, self.output_weights)
+        module = ServingModule(self.model, tokenizer)
         module.search_ids, module.logits, module.encode = self.search_ids, self.logits, self.encode
         return module
 
@@ -114,8 +104,7 @@ class ServingModule(tf.Module):
 
     def save(self, path):
         """Writes the SavedModel to `path` and returns `path`."""
-        return save_traced(path, self.signatures(),
-                           [self.model, self.tokenizer, self.output_weights])
+        return save_traced(path, self.signatures(), [self.model, self.tokenizer])
 
 
 def save_traced(path, signatures, captured):
