@@ -216,11 +216,10 @@ class Translator:
         self.slots = slots
         self._slot_searches = {}  # (alpha, best_only, aligned, slots) -> a SlotSearch to fork
         # The output projection's matrix, transposed once here and passed to
-        # every search: made inside each call, its transpose cost 3-6 ms of
-        # each batch's time with the small preset, 50-70 ms with a base
-        # model's 37,000 tokens (a Marian model's 58,000: 90-100 ms), which
-        # a single short sentence's whole search takes on an idle server.
-        # It costs one more copy of the embedding in memory.
+        # every search: made inside each call, it cost a base model's
+        # one-sentence call 4-8% of its time (32-40 ms with 37,000 tokens;
+        # docs/benchmarks-log.md, "Decoding"), for one more copy of the
+        # embedding in memory.
         self._output_weights = model.output_weights()
         # One traced search for one translation a sentence (the beam ends
         # each sentence once its best is settled), one for n-best lists, one
