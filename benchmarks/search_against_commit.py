@@ -84,8 +84,9 @@ def measure(repeats, tokenizer_path):
             assert (lengths == fixed.OUTPUT_TOKENS).all(), lengths
             times[f"{name}, {search_name}"] = median_ms(lambda: function(ids).numpy())
     tokenizer = Tokenizer(tokenizer_path)
-    words = [piece.lstrip("\u2581") for piece in tokenizer.pieces(range(4, fixed.SOURCE_LENGTH + 3))]
-    sentence = [" ".join(words)]
+    # The first 23 words of the model (ids 4 to 26), as text.
+    words = tokenizer.pieces(range(4, fixed.SOURCE_LENGTH + 3))
+    sentence = [" ".join(piece.lstrip("\u2581") for piece in words)]
     for search_name, beam_size in (("beam 4", 4), ("greedy", 1)):
         translator = Translator(settings[0][1], tokenizer, beam_size=beam_size)
         # 39 words and the end token.
