@@ -70,15 +70,18 @@ def train_tokenizer(texts, model_path, vocab_size, max_sentences=2_000_000,
         vocab_size: number of pieces including the four special ids (the
             paper's EN-DE vocabulary has about 37,000).
         max_sentences: SentencePiece samples at most this many lines.
-        model_type: one of `TOKENIZER_TYPES`.
+        model_type: one of `TOKENIZER_TYPES`, or "word" (each
+            whitespace-separated word a piece: the benchmarks' tokenizers,
+            whose token counts they control exactly).
 
     Returns:
         A `Tokenizer` on the new model.
     """
     if vocab_size < 8:
         raise ValueError(f"vocab_size must be at least 8; got {vocab_size}.")
-    if model_type not in TOKENIZER_TYPES:
-        raise ValueError(f"model_type must be one of {TOKENIZER_TYPES}; got {model_type!r}.")
+    if model_type not in TOKENIZER_TYPES + ("word",):
+        raise ValueError(f"model_type must be one of {TOKENIZER_TYPES + ('word',)}; "
+                         f"got {model_type!r}.")
     folder = None  # the system's temporary folder, without a model_path
     if model_path is not None:
         model_path = os.fspath(model_path)

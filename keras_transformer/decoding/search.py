@@ -180,7 +180,7 @@ class _Decoder:
     """
 
     def __init__(self, model, source_ids, copies, length, use_cache, static_cache,
-                 first_copies=None, alignment_layer=None):
+                 first_copies=None, alignment_layer=None, output_weights=None):
         if alignment_layer is not None and not use_cache:
             raise ValueError("alignment_layer reads the cached decoder's steps; it needs "
                              "use_cache=True.")
@@ -190,7 +190,7 @@ class _Decoder:
         self.alignment_layer = alignment_layer
         self.grow_cache = not static_cache
         config = model.config
-        self.scores = TokenScores(model)
+        self.scores = TokenScores(model, output_weights)
         encoder_output = model.encode(source_ids, training=False)
         if use_cache:
             self.state = model.initial_cache(encoder_output, source_ids,
@@ -323,7 +323,7 @@ def greedy_step(s, log_probs, step, config, sampling=None, attended=None):
 
 def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_length=None,
                   use_cache=True, static_cache=False, drop_finished=None, sampling=None,
-                  alignment_layer=None):
+                  alignment_layer=None, output_weights=None):
     """Picks the most likely token at every step, or with `sampling` draws
     it from the model's distribution (`Sampling`).
 
@@ -349,6 +349,9 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
             (before any temperature or top-k).
         alignment_layer: a decoder layer whose attention the result's
             `attended` follows (see the module docstring); None: none.
+        output_weights: the output projection's matrix
+            (`Transformer.output_weights()`), for a caller that searches
+            many batches with the same weights; None: made in this search.
 
     Returns:
         A `SearchResult` with one hypothesis per sentence.
@@ -362,7 +365,7 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
     length = tf.reduce_max(limits)
     aligned = alignment_layer is not None
     decoder = _Decoder(model, source_ids, 1, length, use_cache, static_cache,
-                       alignment_layer=alignment_layer)
+                       alignment_layer=alignment_layer, output_weights=output_weights)
     sentences = initial_greedy(batch, length, config) | {"index": tf.range(batch),
                                                           "limit": limits}
     if aligned:
@@ -501,7 +504,7 @@ def _per_sentence(value):
 
 def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=None,
                 max_output_length=None, use_cache=True, static_cache=False, drop_finished=None,
-                best_only=False, alignment_layer=None):
+                best_only=False, alignment_layer=None, output_weights=None):
     """Beam search with the GNMT length penalty (see the module docstring).
 
     Args:
@@ -524,6 +527,7 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
             same best translation and score, fewer steps (see `_settled`).
         alignment_layer: a decoder layer whose attention the result's
             `attended` follows (see the module docstring); None: none.
+        output_weights: see `greedy_search`.
 
     Returns:
         A `SearchResult` with the K best finished hypotheses per sentence
@@ -549,7 +553,7 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     first_copies = tf.where(2 * k <= model.target_vocab_size, 1, k) if expand_after_first else k
     aligned = alignment_layer is not None
     decoder = _Decoder(model, source_ids, k, length, use_cache, static_cache, first_copies,
-                       alignment_layer)
+                       alignment_layer, output_weights)
     sentences = initial_beams(batch, k, length, config) | {"index": tf.range(batch),
                                                            "limit": limits}
     if aligned:  # each hypothesis's attended positions, beside its tokens

@@ -139,6 +139,9 @@ class SlotSearch:
             the search's graph (a server's answers then need no TensorFlow
             call of their own, which would wait behind the running
             searches' steps). None: tokens alone.
+        output_weights: the output projection's matrix
+            (`Transformer.output_weights()`) to share with other searches of
+            the model; None: this search makes its own.
 
     Use `join` while `free` slots and waiting sentences remain, then
     `advance`, which returns the sentences that ended (or hands them to its
@@ -147,7 +150,7 @@ class SlotSearch:
     """
 
     def __init__(self, model, slots, beam_size=None, alpha=None, decode_margin=None,
-                 best_only=True, alignment_layer=None, detokenize=None):
+                 best_only=True, alignment_layer=None, detokenize=None, output_weights=None):
         if slots < 1:
             raise ValueError(f"slots must be >= 1; got {slots}.")
         config = model.config
@@ -167,10 +170,12 @@ class SlotSearch:
         self._order, self._keys, self._next_id = [], {}, 0
         self._state = self._empty = self._empty_state()
         self._never = Wakeup()  # of an `advance` told nothing
-        # The output projection's matrix, transposed once here rather than in
-        # every `advance` (a transpose of the embedding took most of a call
-        # that ran no step): the weights are read when the search is made.
-        self._output_weights = model.output_weights()
+        # The output projection's matrix, transposed once (here, unless
+        # given) rather than in every `advance` (a transpose of the embedding
+        # took most of a call that ran no step): the weights are read when
+        # the search is made.
+        self._output_weights = (model.output_weights() if output_weights is None
+                                else output_weights)
         specs = tf.nest.map_structure(
             lambda shape, value: tf.TensorSpec(shape, value.dtype),
             free_shapes(self._state), self._state)

@@ -48,24 +48,25 @@ from keras_transformer.names import OVERLONG
 from keras_transformer.textfiles import clean_text, truncation_warning
 
 def search(model, source_ids, beam_size, alpha, decode_margin, use_cache=True, sampling=None,
-           best_only=False, alignment_layer=None):
+           best_only=False, alignment_layer=None, output_weights=None):
     """The search a translation runs: with `sampling` (a `Sampling`) one
     drawn translation; greedy search when `beam_size` is the Python integer
     1 (the same tokens as a beam of one, faster); else beam search
     (`beam_size` may be a tensor), which with `best_only` returns the best
-    hypothesis alone, sooner (see `beam_search`). `alignment_layer`: see
-    `beam_search`."""
+    hypothesis alone, sooner (see `beam_search`). `alignment_layer` and
+    `output_weights`: see `beam_search`."""
     if sampling is not None or (isinstance(beam_size, int) and beam_size == 1):
         return greedy_search(model, source_ids, alpha=alpha, decode_margin=decode_margin,
                              use_cache=use_cache, sampling=sampling,
-                             alignment_layer=alignment_layer)
+                             alignment_layer=alignment_layer, output_weights=output_weights)
     return beam_search(model, source_ids, beam_size=beam_size, alpha=alpha,
                        decode_margin=decode_margin, use_cache=use_cache, best_only=best_only,
-                       alignment_layer=alignment_layer)
+                       alignment_layer=alignment_layer, output_weights=output_weights)
 
 
 def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_margin,
-                  use_cache=True, sampling=None, best_only=False, alignment_layer=None):
+                  use_cache=True, sampling=None, best_only=False, alignment_layer=None,
+                  output_weights=None):
     """Searches padded source ids and detokenises the result in one graph.
 
     Args:
@@ -77,6 +78,7 @@ def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_
         sampling: see `search`.
         best_only: see `search`.
         alignment_layer: see `search`.
+        output_weights: see `search`.
 
     Returns:
         `(translations, scores, lengths)`: string `(batch, n_best)`, float32
@@ -87,7 +89,7 @@ def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_
         int32 `(batch, length)` each (`SearchResult`).
     """
     result = search(model, source_ids, beam_size, alpha, decode_margin, use_cache, sampling,
-                    best_only, alignment_layer)
+                    best_only, alignment_layer, output_weights)
     batch, n_best = tf.shape(result.tokens)[0], tf.shape(result.tokens)[1]
     flat = tf.reshape(result.tokens, [batch * n_best, -1])
     translations = tf.reshape(tokenizer.detokenize(flat), [batch, n_best])
@@ -135,7 +137,10 @@ class Translator:
     results come back in the input's order.
 
     Args:
-        model: a `Transformer`.
+        model: a `Transformer`. Its output projection's matrix is read
+            (transposed) when the translator is made, once for all its
+            searches: after the model's weights change (training goes on,
+            weights are loaded), make a new translator.
         tokenizer: its tokenizer (a `Tokenizer`, or an imported model's).
         beam_size: default: the model config's (the paper's 4); 1 is
             greedy search.
@@ -210,6 +215,12 @@ class Translator:
         self.source_language = source_language
         self.slots = slots
         self._slot_searches = {}  # (alpha, best_only, aligned, slots) -> a SlotSearch to fork
+        # The output projection's matrix, transposed once here and passed to
+        # every search: made inside each call, it cost a base model's
+        # one-sentence call 4-8% of its time (32-40 ms with 37,000 tokens;
+        # docs/benchmarks-log.md, "Decoding"), for one more copy of the
+        # embedding in memory.
+        self._output_weights = model.output_weights()
         # One traced search for one translation a sentence (the beam ends
         # each sentence once its best is settled), one for n-best lists, one
         # for aligned translations; each is traced on its first use.
@@ -224,12 +235,15 @@ class Translator:
         # alpha is an input of the trace, so that one translator decodes with
         # several (choosing one on held-out data) without tracing again.
         return tf.function(
-            lambda source_ids, blank, seed, alpha: translate_ids(
+            lambda source_ids, blank, seed, alpha, output_weights: translate_ids(
                 model, tokenizer, source_ids, blank, self.beam_size, alpha, self.decode_margin,
                 sampling=sampling and dataclasses.replace(sampling, seed=seed),
-                best_only=best_only, alignment_layer=alignment_layer),
+                best_only=best_only, alignment_layer=alignment_layer,
+                output_weights=output_weights),
             input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.bool),
-                             tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32)],
+                             tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32),
+                             tf.TensorSpec(self._output_weights.shape,
+                                           self._output_weights.dtype)],
             # The search's loops and branches are tf.while_loop and tf.cond
             # already; autograph's rewriting of its Python was most of the
             # first batch's time (translate.py's start-up).
@@ -392,7 +406,7 @@ class Translator:
             # in the stream: the same input draws the same translations.
             batch_seed = seed * 1_000_003 + start + int(rows[0]) if self.sampling else 0
             return rows, traced(source, lengths[rows] == 0, tf.constant(batch_seed, tf.int64),
-                                tf.constant(self.alpha, tf.float32))
+                                tf.constant(self.alpha, tf.float32), self._output_weights)
 
         one = (n_best or 1) == 1 or self.beam_size == 1 or self.sampling is not None
         traced = (self._translate_aligned if aligned else
@@ -440,7 +454,7 @@ class Translator:
                 self.model, key[3], self.beam_size, self.alpha, self.decode_margin,
                 best_only=best_only,
                 alignment_layer=alignment_layer(self.model) if aligned else None,
-                detokenize=self.tokenizer.detokenize)
+                detokenize=self.tokenizer.detokenize, output_weights=self._output_weights)
         return self._slot_searches[key].fork()
 
     def _kept_alignment(self, sentence, source_ids, translation, tokens, attended):

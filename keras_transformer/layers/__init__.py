@@ -9,6 +9,7 @@ Mask convention: True means "may attend / real token", as in Keras.
 
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.decoder import TransformerDecoderLayer
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.embedding import SharedEmbedding
 from keras_transformer.layers.encoder import TransformerEncoderLayer
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
@@ -18,6 +19,7 @@ from keras_transformer.layers.positional_encoding import (
 )
 
 __all__ = [
+    "Dropout",
     "LearnedPositionalEmbedding",
     "MultiHeadAttention",
     "PositionwiseFeedForward",

@@ -17,6 +17,7 @@ from keras import ops
 from keras_transformer.layers import _validation
 from keras_transformer.layers._dense import over_positions
 from keras_transformer.layers._shapes import size
+from keras_transformer.layers.dropout import Dropout
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -109,7 +110,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
-        self._dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self._dropout_layer = Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, query_shape, value_shape=None, key_shape=None):
         def dense(units, name, use_bias=self.use_bias):

@@ -9,6 +9,7 @@ import keras
 
 from keras_transformer.layers import _validation
 from keras_transformer.layers._dense import over_positions
+from keras_transformer.layers.dropout import Dropout
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -66,7 +67,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
 
         self.inner_dense = dense(self.d_ff, self.activation, "inner")
         self.inner_dense.build(input_shape)
-        self.inner_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.inner_dropout = Dropout(self.dropout, dtype=self.dtype_policy)
         self.output_dense = dense(self.output_dim or input_shape[-1], None, "output")
         self.output_dense.build(tuple(input_shape[:-1]) + (self.d_ff,))
 

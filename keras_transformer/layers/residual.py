@@ -14,6 +14,7 @@ import keras
 
 from keras_transformer.layers import _validation
 from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 
 
@@ -124,7 +125,7 @@ class TransformerLayerBase(keras.layers.Layer):
         )
         self.feed_forward.build(sequence_shape)
         self.feed_forward_norm = self._norm(sequence_shape, "feed_forward_norm")
-        self.residual_dropout = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.residual_dropout = Dropout(self.dropout, dtype=self.dtype_policy)
 
     def compute_output_spec(self, sequence, *args, **kwargs):
         """The output of a symbolic call (a functional model being built or

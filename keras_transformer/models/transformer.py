@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_transformer.cpu_features import check_precision
 from keras_transformer.layers import (
+    Dropout,
     LearnedPositionalEmbedding,
     SharedEmbedding,
     SinusoidalPositionalEncoding,
@@ -142,8 +143,8 @@ class Transformer(keras.Model):
             "target_embedding": target_embedding,
             "source_positions": positions("source_positions"),
             "target_positions": positions("target_positions"),
-            "source_dropout": keras.layers.Dropout(config.dropout, name="source_dropout"),
-            "target_dropout": keras.layers.Dropout(config.dropout, name="target_dropout"),
+            "source_dropout": Dropout(config.dropout, name="source_dropout"),
+            "target_dropout": Dropout(config.dropout, name="target_dropout"),
             "encoder_layers": stack(TransformerEncoderLayer, config.num_encoder_layers,
                                     "encoder_layer"),
             "decoder_layers": stack(TransformerDecoderLayer, config.num_decoder_layers,

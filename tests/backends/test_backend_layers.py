@@ -167,6 +167,51 @@ CASES = {
 }
 
 
+def test_dropout_drops_at_its_rate_keeps_the_expectation_and_follows_its_seed():
+    x = np.random.default_rng(0).normal(size=(8, 100, 501)).astype("float32") + 3.0
+    layer = layers.Dropout(0.1, seed=7)
+    first, second = numpy(layer(x, training=True)), numpy(layer(x, training=True))
+    # Keras' layer on TensorFlow and PyTorch; 16-bit draws on JAX, whose
+    # threshold is round(0.1 * 65,536) = 6,554 draws of 65,536.
+    rate = 6554 / 65536 if keras.backend.backend() == "jax" else 0.1
+    dropped = first == 0
+    # 5 standard deviations of the binomial count; also over each element
+    # position modulo 4 (on JAX the four draws of one generator call).
+    assert abs(dropped.mean() - rate) < 5 * np.sqrt(rate * (1 - rate) / x.size)
+    for offset in range(4):
+        part = dropped.reshape(-1)[offset::4]
+        assert abs(part.mean() - rate) < 5 * np.sqrt(rate * (1 - rate) / part.size)
+    np.testing.assert_allclose(first[~dropped], x[~dropped] / (1 - rate), rtol=1e-6)
+    assert (dropped != (second == 0)).mean() > 0.1  # each call draws anew
+    again = layers.Dropout(0.1, seed=7)
+    np.testing.assert_array_equal(numpy(again(x, training=True)), first)
+    np.testing.assert_array_equal(numpy(layer(x, training=False)), x)
+    np.testing.assert_array_equal(numpy(layers.Dropout(0.0)(x, training=True)), x)
+
+
+def test_jax_dropout_draws_are_four_16_bit_halves_of_each_threefry_call():
+    if keras.backend.backend() != "jax":
+        pytest.skip("the 16-bit draws are the JAX backend's")
+    import jax
+    import jax.numpy as jnp
+    from jax.extend.random import threefry_2x32
+
+    from keras_transformer.layers.dropout import _sixteen_bit_dropout
+
+    key = np.array([11, 12345], np.uint32)
+    x = np.ones((3, 7, 5), np.float32)  # 105 elements: 27 calls, the last one's draws cut
+    output = np.asarray(jax.jit(_sixteen_bit_dropout, static_argnums=1)(x, 20000, key))
+    # The generator's two 32-bit words for counts (0, 0), (0, 1), ...:
+    # `threefry_2x32` reads its counts as two halves, the first words' and
+    # the second's.
+    counts = np.arange(27, dtype=np.uint32)
+    words = np.asarray(threefry_2x32(jnp.asarray(key), jnp.concatenate(
+        [jnp.zeros(27, jnp.uint32), jnp.asarray(counts)]))).reshape(2, 27)
+    draws = np.stack(words, axis=-1).view(np.uint16).reshape(-1)[:x.size]  # little-endian
+    expected = np.where(draws >= 20000, 65536 / (65536 - 20000), 0).astype(np.float32)
+    np.testing.assert_allclose(output.reshape(-1), expected, rtol=1e-6)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_config_round_trip_gives_the_same_layer(name):
     make, call = CASES[name]

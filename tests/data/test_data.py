@@ -203,6 +203,20 @@ def test_a_tokenizer_trained_without_a_path_is_the_same_and_leaves_no_file(
     assert in_memory.pieces(range(120)) == written.pieces(range(120))
 
 
+def test_a_word_tokenizer_gives_one_token_a_word_and_other_types_are_refused(tmp_path):
+    # The benchmarks' tokenizers (benchmarks/common.py, word_tokenizer):
+    # n known words are exactly n tokens.
+    words = [f"wort{chr(97 + i)}{chr(97 + j)}" for i in range(6) for j in range(6)]
+    lines = [" ".join(words[i:] + words[:i]) for i in range(len(words))]
+    tokenizer = train_tokenizer(lines, tmp_path / "words.model", vocab_size=40,
+                                model_type="word")
+    ids = tokenizer.tokenize(tf.constant([" ".join(words[:7]), words[35]]))
+    assert ids.row_lengths().numpy().tolist() == [7, 1]
+    assert tokenizer.pieces(ids[0].numpy().tolist()) == ["\u2581" + word for word in words[:7]]
+    with pytest.raises(ValueError, match="model_type must be one of"):
+        train_tokenizer(lines, tmp_path / "chars.model", vocab_size=40, model_type="char")
+
+
 def test_tokenizer_round_trips_and_uses_fixed_special_ids(tokenizer):
     sentences = tf.constant(["Guten Morgen, wie geht es dir?", "The house 42 is big."])
     ids = tokenizer.tokenize(sentences)
