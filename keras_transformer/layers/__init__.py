@@ -13,6 +13,7 @@ from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.embedding import SharedEmbedding
 from keras_transformer.layers.encoder import TransformerEncoderLayer
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
+from keras_transformer.layers.normalization import LayerNormalization
 from keras_transformer.layers.positional_encoding import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
@@ -20,6 +21,7 @@ from keras_transformer.layers.positional_encoding import (
 
 __all__ = [
     "Dropout",
+    "LayerNormalization",
     "LearnedPositionalEmbedding",
     "MultiHeadAttention",
     "PositionwiseFeedForward",

@@ -16,6 +16,7 @@ from keras_transformer.layers import _validation
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
+from keras_transformer.layers.normalization import LayerNormalization
 
 
 def residual_block(inputs, sublayer, norm, dropout, norm_first, training):
@@ -103,7 +104,7 @@ class TransformerLayerBase(keras.layers.Layer):
         )
 
     def _norm(self, sequence_shape, name):
-        norm = keras.layers.LayerNormalization(
+        norm = LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
         )
         norm.build(sequence_shape)

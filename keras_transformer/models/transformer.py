@@ -8,6 +8,7 @@ from keras import ops
 from keras_transformer.cpu_features import check_precision
 from keras_transformer.layers import (
     Dropout,
+    LayerNormalization,
     LearnedPositionalEmbedding,
     SharedEmbedding,
     SinusoidalPositionalEncoding,
@@ -131,7 +132,7 @@ class Transformer(keras.Model):
             # layer; post-norm already ends every layer with a LayerNorm.
             if not config.norm_first:
                 return None
-            return keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon, name=name)
+            return LayerNormalization(epsilon=config.layer_norm_epsilon, name=name)
 
         if config.shared_vocabulary:
             source_embedding = target_embedding = embedding(source_vocab_size, "shared_embedding")

@@ -212,6 +212,43 @@ def test_jax_dropout_draws_are_four_16_bit_halves_of_each_threefry_call():
     np.testing.assert_allclose(output.reshape(-1), expected, rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_jax_layer_normalization_and_its_written_out_gradient_equal_keras_own(dtype):
+    # On other backends the layer is Keras' own.
+    if keras.backend.backend() != "jax":
+        pytest.skip("the written-out gradient is the JAX backend's")
+    import jax
+
+    rng = np.random.default_rng(0)
+    x = keras.ops.convert_to_tensor(rng.normal(size=(3, 5, 16)) * 3 + 1, dtype)
+    upstream = keras.ops.convert_to_tensor(rng.normal(size=(3, 5, 16)), dtype)
+    gamma, beta = rng.normal(size=16).astype("float32"), np.linspace(-1, 1, 16, dtype="float32")
+
+    def value_and_gradients(layer):
+        """`layer(x)` and the gradients of sum(layer(x) * upstream) with
+        respect to x, gamma and beta, by JAX's differentiation."""
+        layer.build(x.shape)
+
+        def loss(x, gamma, beta):
+            with keras.StatelessScope(state_mapping=[(layer.gamma, gamma), (layer.beta, beta)]):
+                y = layer(x)
+            products = keras.ops.cast(y, "float32") * keras.ops.cast(upstream, "float32")
+            return keras.ops.sum(products), y
+
+        (_, y), gradients = jax.value_and_grad(loss, argnums=(0, 1, 2), has_aux=True)(
+            x, gamma, beta)
+        return numpy(y).astype("float32"), [numpy(g).astype("float32") for g in gradients]
+
+    ours = value_and_gradients(layers.LayerNormalization(epsilon=1e-6))
+    keras_own = value_and_gradients(keras.layers.LayerNormalization(epsilon=1e-6))
+    np.testing.assert_allclose(ours[0], keras_own[0], rtol=0, atol=1e-6)
+    for got, expected in zip(ours[1], keras_own[1]):
+        # float32: rounding only; bfloat16: the input's gradient is rounded
+        # to bfloat16 (8 bits) from float32 sums taken in other orders.
+        atol = 1e-5 if dtype == "float32" else 2**-7 * np.abs(expected).max()
+        np.testing.assert_allclose(got, expected, rtol=0, atol=atol)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_config_round_trip_gives_the_same_layer(name):
     make, call = CASES[name]
