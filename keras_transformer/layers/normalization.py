@@ -43,9 +43,9 @@ def _jax_layer_norm():
     def forward(x, gamma, beta, epsilon):
         x32 = x.astype(jnp.float32)
         mean = jnp.mean(x32, axis=-1, keepdims=True)
-        inverse = jax.lax.rsqrt(jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
-                                + epsilon)
-        normed = (x32 - mean) * inverse
+        centered = x32 - mean
+        inverse = jax.lax.rsqrt(jnp.mean(jnp.square(centered), axis=-1, keepdims=True) + epsilon)
+        normed = centered * inverse
         output = normed * gamma.astype(jnp.float32) + beta.astype(jnp.float32)
         return output.astype(x.dtype), (x, mean, inverse, gamma, beta)
 
