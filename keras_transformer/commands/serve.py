@@ -9,27 +9,33 @@
 Each MODEL is a run folder (or an imported model), translated by the
 Translator, or an export, translated by its SavedModel (the default),
 CTranslate2, ONNX or LiteRT runtime (--runtime), each with its own runtime,
-one model a language pair. The API is LibreTranslate's: POST /translate (q a
-string or a list; format text or html; source auto to detect each text's
-language; alternatives for the next best), POST /detect, POST
-/translate_file (.txt, .html, .docx) and GET /download_file, GET
-/languages, and GET /health, GET /metrics (Prometheus), GET / (the page). A
-pair no model translates, but two do through English, goes through
-English. Texts are split into sentences, HTML into the text of its blocks
-with its markup kept (docs/serving-clients.md). Sentences of concurrent
+one model a language pair. The API is LibreTranslate's, as LibreTranslate
+1.9.6 answers it (docs/serving-clients.md): POST /translate (q a string or
+a list; format text or html; source auto to detect each text's language;
+alternatives for the next best), POST /detect, POST /translate_file (.txt,
+.html, .docx) and GET /download_file, GET /languages, GET
+/frontend/settings, POST /suggest, GET /spec (OpenAPI), GET /health, and
+GET /models, GET /metrics (Prometheus), GET / (the page), with CORS
+headers on every answer. A pair no model translates, but two do through
+English, goes through English. Texts are split into sentences, HTML into
+the text of its blocks with its markup kept. Sentences of concurrent
 requests are translated together, in each model's own queue: a batch takes
 what is waiting, up to --batch-tokens, at once on an idle server, else once
 it holds its share of the work in hand or its first sentence has waited
 --max-wait-ms; --max-queue sentences may wait, and requests beyond get 503
-with Retry-After. It listens on 127.0.0.1 unless told otherwise (--host);
---api-keys FILE (one key a line) makes every translation request carry one.
-SIGTERM or Ctrl-C: it stops accepting connections, answers the requests in
-flight and exits, with status 0 after SIGTERM (130 after Ctrl-C). Needs
-the serve extra: pip install "keras-transformer[serve]".
+with Retry-After. LibreTranslate's limits go by its flag names
+(--char-limit, --req-limit, --batch-limit, --alternatives-limit, --api-keys,
+--suggestions, --disable-files-translation). It listens on 127.0.0.1 unless
+told otherwise (--host); --api-keys FILE (a key a line) makes every
+translation request carry one (--api-keys-optional: a key only lifts the
+limits). SIGTERM or Ctrl-C: it stops accepting connections, answers the
+requests in flight and exits, with status 0 after SIGTERM (130 after
+Ctrl-C). Needs the serve extra: pip install "keras-transformer[serve]".
 """
 
 import argparse
 import ipaddress
+import os
 import signal
 import socket
 
@@ -53,8 +59,6 @@ def parser():
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=cli.non_negative_int, default=5000)
-    p.add_argument("--api-keys", metavar="FILE",
-                   help="keys, one a line; POST /translate then needs api_key")
     p.add_argument("--languages", metavar="SOURCE-TARGET", nargs="+",
                    help="each MODEL's language pair, in order (de-en; default: what each "
                         "folder says)")
@@ -82,25 +86,54 @@ def parser():
                         help="the largest request body; beyond, 413")
     limits.add_argument("--max-file-bytes", type=cli.positive_int, default=8 * 2**20,
                         help="the largest file POST /translate_file takes")
+    limits.add_argument("--max-query-bytes", type=cli.positive_int, default=65536,
+                        help="the longest query string; beyond, 414")
     limits.add_argument("--files-dir",
                         help="where translated files wait to be downloaded (default: a "
                              "temporary folder)")
+    limits.add_argument("--cors-origins", metavar="ORIGIN", nargs="+", default=["*"],
+                        help="the origins whose pages may call the server (such as "
+                             "https://example.org); * for any")
+    libre = p.add_argument_group("LibreTranslate's options (-1: no limit)")
+    libre.add_argument("--api-keys", metavar="FILE",
+                       help="keys, one a line, each optionally with its own requests a "
+                            "minute and characters a text: KEY [REQ_LIMIT [CHAR_LIMIT]]; "
+                            "/translate, /detect and /translate_file then need api_key")
+    libre.add_argument("--api-keys-optional", action="store_true",
+                       help="with --api-keys: a request without a key is let in at the "
+                            "server's limits (a wrong key is still refused), as "
+                            "LibreTranslate's --api-keys")
+    libre.add_argument("--char-limit", type=_limit, default=-1,
+                       help="characters a text may hold")
+    libre.add_argument("--req-limit", type=_limit, default=-1,
+                       help="requests a minute per key, or per address without one (a list "
+                            "of n texts counts n); beyond, 429")
+    libre.add_argument("--batch-limit", type=_limit, default=-1,
+                       help="texts a list q may hold")
+    libre.add_argument("--alternatives-limit", type=_limit, default=-1,
+                       help="alternatives a request may ask for")
+    libre.add_argument("--suggestions", action="store_true",
+                       help="store the suggestions POST /suggest takes (else it answers 403)")
+    libre.add_argument("--suggestions-db", default=os.path.join("db", "suggestions.db"),
+                       help="the SQLite file suggestions go to (LibreTranslate's)")
+    libre.add_argument("--max-suggestions", type=cli.positive_int, default=10000,
+                       help="suggestions stored at most; beyond, 403")
+    libre.add_argument("--disable-files-translation", action="store_true",
+                       help="POST /translate_file answers 403")
+    libre.add_argument("--metrics", action="store_true",
+                       help="accepted for LibreTranslate's command lines: /metrics is always "
+                            "served")
+    libre.add_argument("--metrics-auth-token", metavar="TOKEN",
+                       help="/metrics then needs Authorization: Bearer TOKEN")
     p.add_argument("--access-log", action="store_true", help="log every request")
     cli.add_verbose_argument(p)
     return p
 
 
-def read_api_keys(path):
-    """The keys in `path`, one a line (blank lines and surrounding spaces
-    ignored)."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            keys = {line.strip() for line in file if line.strip()}
-    except (OSError, UnicodeDecodeError) as error:
-        raise ValueError(f"Cannot read --api-keys {path}: {error}") from None
-    if not keys:
-        raise ValueError(f"--api-keys {path} holds no key; write one key a line.")
-    return keys
+def _limit(text):
+    """argparse type: LibreTranslate's limits, a whole number >= 0 or -1
+    (none)."""
+    return -1 if text.strip() == "-1" else cli.non_negative_int(text)
 
 
 def check_address(host, port):
@@ -147,7 +180,8 @@ def language_pairs(parser, args):
 def main():
     p = parser()
     args = p.parse_args()
-    keys = read_api_keys(args.api_keys) if args.api_keys else None
+    if args.api_keys_optional and not args.api_keys:
+        p.error("--api-keys-optional goes with --api-keys FILE")
     decoding = runtimes.Decoding(args.beam_size, args.alpha, args.decode_margin)
     chosen = []
     for model in args.models:
@@ -155,16 +189,22 @@ def main():
         runtimes.check_runtime(model, runtime_name, decoding)
         chosen.append(runtime_name)
     pairs = language_pairs(p, args)
-    if not check_address(args.host, args.port) and keys is None:
+    if not check_address(args.host, args.port) and (args.api_keys is None
+                                                    or args.api_keys_optional):
         cli.warn(f"listening on {args.host}, which other machines may reach, without "
                  "--api-keys: anyone who reaches it can use the model.")
     try:  # the serve extra's packages, imported where missing ones get their one line
         import uvicorn
 
         from keras_transformer.serving import ServedModel, Settings, create_app
+        from keras_transformer.serving.limits import Suggestions, read_keys
     except ImportError as error:
         raise ImportError(f"serve needs {error.name}: pip install "
                           "\"keras-transformer[serve]\"") from None
+    keys = read_keys(args.api_keys) if args.api_keys else None
+    suggestions = (Suggestions(args.suggestions_db, args.max_suggestions,
+                               args.char_limit if args.char_limit > 0 else 5000)
+                   if args.suggestions else None)
     share_cores(args.workers * len(args.models))
     models = []
     for model, runtime_name, (source, target) in zip(args.models, chosen, pairs):
@@ -176,10 +216,15 @@ def main():
         for index, model in enumerate(models):
             model.name = f"{model.name}-{index + 1}"
     settings = Settings(
-        models, api_keys=keys, max_request_bytes=args.max_request_bytes,
+        models, api_keys=keys, keys_required=not args.api_keys_optional,
+        max_request_bytes=args.max_request_bytes, max_query_bytes=args.max_query_bytes,
         max_file_bytes=args.max_file_bytes, max_queue=args.max_queue,
         batch_tokens=args.batch_tokens, max_wait=args.max_wait_ms / 1000, workers=args.workers,
-        files_dir=args.files_dir)
+        files_dir=args.files_dir, cors_origins=args.cors_origins, char_limit=args.char_limit,
+        req_limit=args.req_limit, batch_limit=args.batch_limit,
+        alternatives_limit=args.alternatives_limit, suggestions=suggestions,
+        files_translation=not args.disable_files_translation,
+        metrics_token=args.metrics_auth_token)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     served = ", ".join(f"{model.name} ({model.runtime.name} runtime, {model.source} -> "
                        f"{model.target})" for model in models)
@@ -188,5 +233,11 @@ def main():
     # flight answered), then raises the signal again with the handler it
     # found: a quiet one makes that the end of a clean exit, status 0.
     signal.signal(signal.SIGTERM, lambda number, frame: None)
+    # uvicorn's HTTP parser refuses request heads over 16 KiB with a bare 400;
+    # deep-translator sends whole texts in the query string, so the parser
+    # takes up to --max-query-bytes and the application answers beyond it
+    # (a 414 in LibreTranslate's error body).
     uvicorn.Server(uvicorn.Config(create_app(settings), host=args.host, port=args.port,
-                                  access_log=args.access_log, log_level="info")).run()
+                                  access_log=args.access_log, log_level="info",
+                                  h11_max_incomplete_event_size=args.max_query_bytes
+                                  + 65536)).run()

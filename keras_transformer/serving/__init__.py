@@ -5,7 +5,12 @@ sentences, HTML, .docx files) and language detection, a page to try them,
 batches shared by concurrent requests, a bounded queue, Prometheus metrics.
 
 - `app.create_app(Settings([ServedModel(runtime, "de", "en"), ...]))`: the
-  ASGI application (Starlette).
+  ASGI application (Starlette), with CORS (`cors`).
+- `service.Service`: what every API translates with (routes through the
+  pivot, queues, detection, documents, files).
+- `libretranslate`: LibreTranslate's API over it; `openapi`, its document
+  (`GET /spec`); `bodies`, the fields a request sends; `limits`, keys,
+  request limits and stored suggestions; `metrics`, Prometheus'.
 - `batcher.Batcher`: batching across requests, one a model.
 
 Each model is any `keras_transformer.runtimes` runtime: a run folder
