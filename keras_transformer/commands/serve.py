@@ -196,15 +196,13 @@ def main():
     try:  # the serve extra's packages, imported where missing ones get their one line
         import uvicorn
 
-        from keras_transformer.serving import ServedModel, Settings, create_app
-        from keras_transformer.serving.limits import Suggestions, read_keys
+        from keras_transformer.serving import ServedModel
+        from keras_transformer.serving.limits import read_keys
     except ImportError as error:
         raise ImportError(f"serve needs {error.name}: pip install "
                           "\"keras-transformer[serve]\"") from None
-    keys = read_keys(args.api_keys) if args.api_keys else None
-    suggestions = (Suggestions(args.suggestions_db, args.max_suggestions,
-                               args.char_limit if args.char_limit > 0 else 5000)
-                   if args.suggestions else None)
+    if args.api_keys:
+        read_keys(args.api_keys)  # a mistake in the file, named before the models load
     share_cores(args.workers * len(args.models))
     models = []
     for model, runtime_name, (source, target) in zip(args.models, chosen, pairs):
@@ -215,16 +213,7 @@ def main():
     if len({model.name for model in models}) < len(models):  # two folders of one name
         for index, model in enumerate(models):
             model.name = f"{model.name}-{index + 1}"
-    settings = Settings(
-        models, api_keys=keys, keys_required=not args.api_keys_optional,
-        max_request_bytes=args.max_request_bytes, max_query_bytes=args.max_query_bytes,
-        max_file_bytes=args.max_file_bytes, max_queue=args.max_queue,
-        batch_tokens=args.batch_tokens, max_wait=args.max_wait_ms / 1000, workers=args.workers,
-        files_dir=args.files_dir, cors_origins=args.cors_origins, char_limit=args.char_limit,
-        req_limit=args.req_limit, batch_limit=args.batch_limit,
-        alternatives_limit=args.alternatives_limit, suggestions=suggestions,
-        files_translation=not args.disable_files_translation,
-        metrics_token=args.metrics_auth_token)
+    config = server_config(args, models)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     served = ", ".join(f"{model.name} ({model.runtime.name} runtime, {model.source} -> "
                        f"{model.target})" for model in models)
@@ -233,11 +222,36 @@ def main():
     # flight answered), then raises the signal again with the handler it
     # found: a quiet one makes that the end of a clean exit, status 0.
     signal.signal(signal.SIGTERM, lambda number, frame: None)
+    uvicorn.Server(config).run()
+
+
+def server_config(args, models):
+    """The uvicorn configuration of the application serving `models`
+    (`serving.ServedModel`s) by the options `args` (the serve extra
+    installed: `main` checks it)."""
+    import uvicorn
+
+    from keras_transformer.serving import Settings, create_app
+    from keras_transformer.serving.limits import Suggestions, read_keys
+
+    settings = Settings(
+        models, api_keys=read_keys(args.api_keys) if args.api_keys else None,
+        keys_required=not args.api_keys_optional,
+        max_request_bytes=args.max_request_bytes, max_query_bytes=args.max_query_bytes,
+        max_file_bytes=args.max_file_bytes, max_queue=args.max_queue,
+        batch_tokens=args.batch_tokens, max_wait=args.max_wait_ms / 1000, workers=args.workers,
+        files_dir=args.files_dir, cors_origins=args.cors_origins, char_limit=args.char_limit,
+        req_limit=args.req_limit, batch_limit=args.batch_limit,
+        alternatives_limit=args.alternatives_limit,
+        suggestions=Suggestions(args.suggestions_db, args.max_suggestions,
+                                args.char_limit if args.char_limit > 0 else 5000)
+        if args.suggestions else None,
+        files_translation=not args.disable_files_translation,
+        metrics_token=args.metrics_auth_token)
     # uvicorn's HTTP parser refuses request heads over 16 KiB with a bare 400;
     # deep-translator sends whole texts in the query string, so the parser
     # takes up to --max-query-bytes and the application answers beyond it
     # (a 414 in LibreTranslate's error body).
-    uvicorn.Server(uvicorn.Config(create_app(settings), host=args.host, port=args.port,
-                                  access_log=args.access_log, log_level="info",
-                                  h11_max_incomplete_event_size=args.max_query_bytes
-                                  + 65536)).run()
+    return uvicorn.Config(create_app(settings), host=args.host, port=args.port,
+                          access_log=args.access_log, log_level="info",
+                          h11_max_incomplete_event_size=args.max_query_bytes + 65536)

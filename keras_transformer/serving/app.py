@@ -149,4 +149,23 @@ def create_app(settings):
 
     app = Starlette(routes=api.routes(), lifespan=lifespan, exception_handlers={
         Refused: refused, HTTPException: http_error, Exception: fault})
-    return Cors(Counted(app, service.metrics, libretranslate.PATHS), settings.cors_origins)
+    app = Counted(_QueryLimit(app, settings.max_query_bytes), service.metrics,
+                  libretranslate.PATHS)
+    return Cors(app, settings.cors_origins)
+
+
+class _QueryLimit:
+    """An ASGI application that answers a query string over `max_bytes`
+    with a 414 and one line, whatever the path."""
+
+    def __init__(self, app, max_bytes):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope, receive, send):
+        length = len(scope.get("query_string", b""))
+        if scope["type"] == "http" and length > self.max_bytes:
+            response = JSONResponse({"error": f"The query string ({length} bytes) is over this "
+                                              f"server's limit of {self.max_bytes} bytes; send "
+                                              "the fields in the body"}, status_code=414)
+            return await response(scope, receive, send)
+        await self.app(scope, receive, send)

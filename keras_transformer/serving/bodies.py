@@ -41,21 +41,18 @@ JSON_TYPES = ("application/json",)
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
-async def read(request, max_body_bytes, max_query_bytes):
+async def read(request, max_body_bytes):
     """The request's `Sent` fields, its body read up to `max_body_bytes`
-    (413 beyond) and its query string up to `max_query_bytes` (414
-    beyond).
+    (413 beyond); its query string's length is the application's to bound
+    (`app.create_app`).
 
     The body is JSON where its type says so (application/json or any
     +json type), a form where its type is a form's, and otherwise JSON if
     it parses as a JSON object (clients that leave out the type) or no
     fields if empty; anything else is a 400."""
-    query = request.scope.get("query_string", b"")
-    if len(query) > max_query_bytes:
-        raise Refused(414, f"The query string ({len(query)} bytes) is over this server's limit "
-                           f"of {max_query_bytes} bytes; send the fields in the body")
-    sent = Sent(query=urllib.parse.parse_qsl(query.decode("latin-1"), keep_blank_values=True,
-                                             encoding="utf-8", errors="replace"))
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    sent = Sent(query=urllib.parse.parse_qsl(query, keep_blank_values=True, encoding="utf-8",
+                                             errors="replace"))
     declared = request.headers.get("content-length")
     if declared and declared.isascii() and declared.isdigit() and int(declared) > max_body_bytes:
         raise Refused(413, f"The request's body ({declared} bytes) is over this server's limit "

@@ -133,8 +133,7 @@ class LibreTranslateApi:
                 Route("/models", self.models), Route("/metrics", self.prometheus)]
 
     async def _fields(self, request, max_body_bytes=None):
-        sent = await bodies.read(request, max_body_bytes or self.settings.max_request_bytes,
-                                 self.settings.max_query_bytes)
+        sent = await bodies.read(request, max_body_bytes or self.settings.max_request_bytes)
         fields = merged_fields(sent)
         if sent.json is None:  # LibreTranslate's line endings for what forms send
             fields = {name: "\n".join(value.splitlines()) if isinstance(value, str) else value

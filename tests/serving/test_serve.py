@@ -12,8 +12,6 @@ import concurrent.futures
 import json
 import re
 import signal
-import subprocess
-import sys
 import time
 import types
 import urllib.error
@@ -23,15 +21,12 @@ import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
-from helpers import processes
+from helpers import servers
 from helpers.chromium import CHROMIUM, Browser
 from helpers.small_run import WORDS
 from keras_transformer import runtimes
 from keras_transformer.decoding import SlotTranslator, Translator
 from keras_transformer.serving import Batcher, ServedModel, Settings, create_app
-
-SERVE = processes.ROOT + "/examples/serve.py"
-
 
 @pytest.fixture(autouse=True)
 def _seed():
@@ -283,26 +278,6 @@ def test_an_error_while_admitting_or_answering_fails_those_sentences_and_the_wor
 # ------------------------------------------------------------ real servers
 
 
-def _start(model, *options):
-    """`serve MODEL OPTIONS` on a free loopback port, once it answers /health."""
-    port, = processes.free_ports(1)
-    process = subprocess.Popen([sys.executable, SERVE, str(model), "--port", str(port),
-                                "--languages", "de-en", *options],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=processes.environment())
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.communicate()[0][-3000:]
-        try:
-            urllib.request.urlopen(url + "health", timeout=5)
-            return process, url
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    raise TimeoutError("the server did not start")
-
-
 def _request(url, body, timeout=60):
     """POST /translate: `(status, answer, headers)` (headers by any case)."""
     request = urllib.request.Request(url + "translate", json.dumps(body).encode(),
@@ -316,7 +291,7 @@ def _request(url, body, timeout=60):
 
 @pytest.fixture(scope="module")
 def server(small_run):
-    process, url = _start(small_run, "--max-wait-ms", "20")
+    process, url = servers.start(small_run, "--max-wait-ms", "20")
     yield url
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 0
@@ -387,7 +362,7 @@ def test_the_page_translates_typed_text_in_chromium(server, translator, tmp_path
 @pytest.mark.slow
 def test_a_burst_beyond_the_queue_is_turned_away_and_sigterm_answers_what_is_in_flight(small_run):
     # One worker of two slots, a queue of 4 sentences.
-    process, url = _start(small_run, "--max-queue", "4", "--workers", "1", "--slots", "2")
+    process, url = servers.start(small_run, "--max-queue", "4", "--workers", "1", "--slots", "2")
     try:
         body = {"q": "das Haus ist groß", "source": "de", "target": "en"}
         with concurrent.futures.ThreadPoolExecutor(16) as threads:
