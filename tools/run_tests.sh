@@ -35,6 +35,21 @@ for link in ${PIP_FIND_LINKS-}; do
 done
 .venv/bin/python -m uv pip install --quiet --python .venv/bin/python "${links[@]}" -e ".[test]"
 
+# The peers the slow tests check the server against, besides the Python
+# clients in .[test]: LibreTranslate itself, in a virtual environment of its
+# own (it pins Flask, requests and others that ours need not share;
+# tests/helpers/libretranslate.py), and the npm client `libretranslate`,
+# where npm is (.ci/run installs it). The quick tier runs neither.
+if [[ ${#tier[@]} -eq 0 ]]; then
+    [[ -x .venv-libretranslate/bin/python ]] || python3 -m venv .venv-libretranslate
+    .venv/bin/python -m uv pip install --quiet --python .venv-libretranslate/bin/python \
+        "${links[@]}" libretranslate==1.9.6
+    if command -v npm > /dev/null && [[ ! -d .node/node_modules/libretranslate ]]; then
+        npm install --prefix .node --no-audit --no-fund --loglevel=error libretranslate@1.0.1 \
+            > /dev/null
+    fi
+fi
+
 # Bytecode: every test process that found none would parse the sources it
 # imports anew (TensorFlow, JAX, PyTorch and transformers: about twice the
 # CPU of a process with bytecode), and compiling all of every package at
