@@ -50,6 +50,8 @@ import dataclasses
 
 import tensorflow as tf
 
+from keras_transformer.decoding import constraints as lexical
+
 _NEG_INF = -1e9
 
 
@@ -76,12 +78,16 @@ class SearchResult:
         attended: with `alignment_layer`, int32 `(batch, n_best, length)`:
             for each token, the source position its step attended to most
             (0 after the end token); else None.
+        met: with constraints, bool `(batch, n_best)`: whether the
+            hypothesis holds all its sentence's constraints (only one that
+            reached the output limit may not); else None.
     """
 
     tokens: tf.Tensor
     scores: tf.Tensor
     log_probs: tf.Tensor
     attended: tf.Tensor = None
+    met: tf.Tensor = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -431,21 +437,8 @@ def beam_step(s, log_probs, step, k, copies, alpha, config, attended=None):
         hypotheses `(sentences, K)` the decoded row it continues, whose
         self-attention caches it takes.
     """
-    # The 2K best extensions of all beams are among the 2K best of each
-    # beam: rank each beam's vocabulary first, then the beams * 2K
-    # survivors (one pass over the vocabulary-wide tensor instead of
-    # three). The order, ties included, is that of ranking all beams *
-    # vocab at once: the lower beam, then the lower token, first.
     live = tf.shape(s["alive"])[0]
-    per_beam = tf.minimum(2 * k, log_probs.shape[-1])  # extensions ranked per beam
-    row_log_probs, row_tokens = _top_k(log_probs, per_beam)
-    candidates = s["alive_log_probs"][:, :copies, None] + tf.reshape(
-        row_log_probs, [live, copies, per_beam])
-    top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [live, copies * per_beam]),
-                                           k=2 * k)
-    top_beams = top_ids // per_beam
-    top_tokens = tf.gather(tf.reshape(row_tokens, [live, copies * per_beam]), top_ids,
-                           batch_dims=1)
+    top_log_probs, top_beams, top_tokens = top_extensions(s, log_probs, k, copies)
     top_sequences = _write(tf.gather(s["alive"], top_beams, batch_dims=1), step + 1,
                            top_tokens)
     is_end = tf.equal(top_tokens, config.eos_id)
@@ -487,6 +480,28 @@ def beam_step(s, log_probs, step, k, copies, alpha, config, attended=None):
     return s, tf.gather(top_beams, keep, batch_dims=1) + tf.range(live)[:, None] * copies
 
 
+def top_extensions(s, log_probs, k, copies):
+    """The 2K best extensions of the sentences `s`'s first `copies` beams,
+    decoded into `log_probs` `(sentences * copies, vocabulary)`: their
+    log-probabilities, beams and tokens, each `(sentences, 2K)`, best first.
+
+    The 2K best extensions of all beams are among the 2K best of each
+    beam: each beam's vocabulary is ranked first, then the beams * 2K
+    survivors (one pass over the vocabulary-wide tensor instead of three).
+    The order, ties included, is that of ranking all beams * vocab at once:
+    the lower beam, then the lower token, first."""
+    live = tf.shape(s["alive"])[0]
+    per_beam = tf.minimum(2 * k, log_probs.shape[-1])  # extensions ranked per beam
+    row_log_probs, row_tokens = _top_k(log_probs, per_beam)
+    candidates = s["alive_log_probs"][:, :copies, None] + tf.reshape(
+        row_log_probs, [live, copies, per_beam])
+    top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [live, copies * per_beam]),
+                                           k=2 * k)
+    top_tokens = tf.gather(tf.reshape(row_tokens, [live, copies * per_beam]), top_ids,
+                           batch_dims=1)
+    return top_log_probs, top_ids // per_beam, top_tokens
+
+
 def beam_done(step, sentences, k, alpha, best_only):
     """Whether each sentence's beam search is done at `step` (a scalar, or
     one for each sentence): with K finished hypotheses, or past its limit
@@ -504,7 +519,7 @@ def _per_sentence(value):
 
 def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=None,
                 max_output_length=None, use_cache=True, static_cache=False, drop_finished=None,
-                best_only=False, alignment_layer=None, output_weights=None):
+                best_only=False, alignment_layer=None, output_weights=None, constraints=None):
     """Beam search with the GNMT length penalty (see the module docstring).
 
     Args:
@@ -528,10 +543,14 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
         alignment_layer: a decoder layer whose attention the result's
             `attended` follows (see the module docstring); None: none.
         output_weights: see `greedy_search`.
+        constraints: a `constraints.Constraints` of target phrases each
+            sentence's translations must hold (lexically constrained
+            search, `decoding.constraints`); None: none. A sentence
+            without any is searched as without them.
 
     Returns:
         A `SearchResult` with the K best finished hypotheses per sentence
-        (with `best_only`, the best one).
+        (with `best_only`, the best one); with `constraints`, its `met`.
     """
     config = model.config
     k = config.beam_size if beam_size is None else beam_size
@@ -559,10 +578,15 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     if aligned:  # each hypothesis's attended positions, beside its tokens
         sentences["alive_attended"] = tf.zeros_like(sentences["alive"])
         sentences["finished_attended"] = tf.zeros_like(sentences["finished"])
+    if constraints is not None:
+        sentences |= {"phrases": constraints.phrases, "owner": constraints.owner}
+        sentences |= lexical.initial_state(sentences, k)
 
     def finished_part(s):
         part = {"tokens": s["finished"], "scores": s["finished_scores"],
                 "log_probs": s["finished_log_probs"]}
+        if constraints is not None:
+            part["met"] = tf.reduce_all(lexical.met(s["finished_seen"], s["owner"]), axis=-1)
         return part | {"attended": s["finished_attended"]} if aligned else part
 
     results = finished_part(sentences)
@@ -577,6 +601,14 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
             tf.reshape(s["alive"][:, :copies], [live * copies, -1]), step, state,
             at_limit=tf.repeat(step + 1 >= s["limit"], copies))
         sentences, rows = beam_step(s, log_probs, step, k, copies, alpha, config, attended)
+        if constraints is not None:  # the constrained sentences' step instead
+            bound, bound_rows = lexical.constrained_step(
+                s, log_probs, step, k, copies, alpha, config,
+                top_extensions(s, log_probs, k, copies), length_penalty, _write, attended)
+            constrained = s["constrained"]
+            sentences = {name: _where_sentences(constrained, bound[name], value)
+                         if name in bound else value for name, value in (s | sentences).items()}
+            rows = tf.where(constrained[:, None], bound_rows, rows)
         if drop:
             def drop_done(sentences, state, results, rows):
                 kept, sentences, results = _drop_done(
@@ -600,7 +632,13 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     if best_only:
         results = {name: value[:, :1] for name, value in results.items()}
     return SearchResult(results["tokens"][:, :, 1:], results["scores"], results["log_probs"],
-                        results["attended"][:, :, 1:] if aligned else None)
+                        results["attended"][:, :, 1:] if aligned else None,
+                        results.get("met"))
+
+
+def _where_sentences(chosen, value, otherwise):
+    """`value` in the sentences `chosen` `(sentences,)`, `otherwise` elsewhere."""
+    return tf.where(tf.reshape(chosen, [-1] + [1] * (value.shape.rank - 1)), value, otherwise)
 
 
 def _settled(step, sentences, alpha):
@@ -622,7 +660,8 @@ def _settled(step, sentences, alpha):
     """
     largest_penalty = tf.maximum(length_penalty(step + 1, alpha),
                                  length_penalty(sentences["limit"], alpha))
-    best_alive = sentences["alive_log_probs"][:, 0]  # sorted: the best first
+    # (Sorted, the best first, but under constraints, banked.)
+    best_alive = tf.reduce_max(sentences["alive_log_probs"], axis=1)
     return sentences["finished_scores"][:, 0] >= best_alive / largest_penalty
 
 

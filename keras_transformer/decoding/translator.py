@@ -36,6 +36,7 @@ from keras_transformer.batch_defaults import (
     length_batches,
 )
 from keras_transformer.data.tokenizer import encode_sources
+from keras_transformer.decoding.constraints import MAX_PHRASE_TOKENS, Constraints
 from keras_transformer.decoding.alignment import (
     alignment_layer,
     attention_alignments,
@@ -43,18 +44,29 @@ from keras_transformer.decoding.alignment import (
 )
 from keras_transformer.decoding.search import beam_search, greedy_search
 from keras_transformer.decoding.slots import SlotSearch, Wakeup, pad_sources
+from keras_transformer.glossary import GlossaryError, GlossaryWarning
 from keras_transformer.models import in_precision
 from keras_transformer.names import OVERLONG
 from keras_transformer.textfiles import clean_text, truncation_warning
 
+GLOSSARY_BEAM = 4
+"""The least beam a glossary's sentences are searched with: a beam of one
+cannot keep a hypothesis that has placed a term beside one that has not."""
+
 def search(model, source_ids, beam_size, alpha, decode_margin, use_cache=True, sampling=None,
-           best_only=False, alignment_layer=None, output_weights=None):
+           best_only=False, alignment_layer=None, output_weights=None, constraints=None):
     """The search a translation runs: with `sampling` (a `Sampling`) one
     drawn translation; greedy search when `beam_size` is the Python integer
     1 (the same tokens as a beam of one, faster); else beam search
     (`beam_size` may be a tensor), which with `best_only` returns the best
-    hypothesis alone, sooner (see `beam_search`). `alignment_layer` and
-    `output_weights`: see `beam_search`."""
+    hypothesis alone, sooner (see `beam_search`). `alignment_layer`,
+    `output_weights` and `constraints` (beam search only): see
+    `beam_search`."""
+    if constraints is not None:
+        return beam_search(model, source_ids, beam_size=beam_size, alpha=alpha,
+                           decode_margin=decode_margin, use_cache=use_cache, best_only=best_only,
+                           alignment_layer=alignment_layer, output_weights=output_weights,
+                           constraints=constraints)
     if sampling is not None or (isinstance(beam_size, int) and beam_size == 1):
         return greedy_search(model, source_ids, alpha=alpha, decode_margin=decode_margin,
                              use_cache=use_cache, sampling=sampling,
@@ -66,7 +78,7 @@ def search(model, source_ids, beam_size, alpha, decode_margin, use_cache=True, s
 
 def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_margin,
                   use_cache=True, sampling=None, best_only=False, alignment_layer=None,
-                  output_weights=None):
+                  output_weights=None, constraints=None):
     """Searches padded source ids and detokenises the result in one graph.
 
     Args:
@@ -79,6 +91,7 @@ def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_
         best_only: see `search`.
         alignment_layer: see `search`.
         output_weights: see `search`.
+        constraints: see `search`.
 
     Returns:
         `(translations, scores, lengths)`: string `(batch, n_best)`, float32
@@ -86,19 +99,22 @@ def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_
         int32 `(batch,)`, the tokens of each best translation, end token
         included (what a progress report counts). With `alignment_layer`,
         also the best translation's tokens and attended source positions,
-        int32 `(batch, length)` each (`SearchResult`).
+        int32 `(batch, length)` each (`SearchResult`). With `constraints`,
+        last, whether each hypothesis holds its sentence's, bool `(batch,
+        n_best)`.
     """
     result = search(model, source_ids, beam_size, alpha, decode_margin, use_cache, sampling,
-                    best_only, alignment_layer, output_weights)
+                    best_only, alignment_layer, output_weights, constraints)
     batch, n_best = tf.shape(result.tokens)[0], tf.shape(result.tokens)[1]
     flat = tf.reshape(result.tokens, [batch * n_best, -1])
     translations = tf.reshape(tokenizer.detokenize(flat), [batch, n_best])
     translations = tf.where(blank[:, None], "", translations)
     scores = tf.where(blank[:, None], 0.0, result.scores)
     lengths = tf.reduce_sum(tf.cast(result.tokens[:, 0] != model.config.pad_id, tf.int32), axis=1)
-    if alignment_layer is None:
-        return translations, scores, lengths
-    return translations, scores, lengths, result.tokens[:, 0], result.attended[:, 0]
+    outputs = (translations, scores, lengths)
+    if alignment_layer is not None:
+        outputs += (result.tokens[:, 0], result.attended[:, 0])
+    return outputs + ((result.met,) if constraints is not None else ())
 
 
 def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use_cache=True,
@@ -227,28 +243,40 @@ class Translator:
         self._translate, self._translate_n_best = (
             self._traced_search(best_only) for best_only in (True, False))
         self._translate_aligned = self._traced_search(True, alignment_layer(self.model))
+        # The same three under a glossary's constraints (traced on first use).
+        self._bound = {(best_only, aligned): self._traced_search(
+            best_only, alignment_layer(self.model) if aligned else None, constrained=True)
+            for best_only, aligned in ((True, False), (False, False), (True, True))}
 
-    def _traced_search(self, best_only, alignment_layer=None):
+    def _traced_search(self, best_only, alignment_layer=None, constrained=False):
         """The search of a batch of padded source ids, as one `tf.function`
-        whose signature leaves the batch's shape free: traced once."""
+        whose signature leaves the batch's shape free: traced once. With
+        `constrained`, it also takes a batch's `Constraints` (the phrases
+        and their owners) and searches with a beam of at least
+        `GLOSSARY_BEAM`."""
         model, tokenizer, sampling = self.model, self.tokenizer, self.sampling
-        # alpha is an input of the trace, so that one translator decodes with
-        # several (choosing one on held-out data) without tracing again.
-        return tf.function(
-            lambda source_ids, blank, seed, alpha, output_weights: translate_ids(
-                model, tokenizer, source_ids, blank, self.beam_size, alpha, self.decode_margin,
+        signature = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.bool),
+                     tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32),
+                     tf.TensorSpec(self._output_weights.shape, self._output_weights.dtype)]
+        if constrained:
+            signature += [tf.TensorSpec([None, None, MAX_PHRASE_TOKENS], tf.int32),
+                          tf.TensorSpec([None, None], tf.int32)]
+        beam_size = max(self.beam_size, GLOSSARY_BEAM) if constrained else self.beam_size
+
+        def traced(source_ids, blank, seed, alpha, output_weights, *bound):
+            # alpha is an input of the trace, so that one translator decodes
+            # with several (choosing one on held-out data) without tracing
+            # again.
+            return translate_ids(
+                model, tokenizer, source_ids, blank, beam_size, alpha, self.decode_margin,
                 sampling=sampling and dataclasses.replace(sampling, seed=seed),
                 best_only=best_only, alignment_layer=alignment_layer,
-                output_weights=output_weights),
-            input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.bool),
-                             tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32),
-                             tf.TensorSpec(self._output_weights.shape,
-                                           self._output_weights.dtype)],
-            # The search's loops and branches are tf.while_loop and tf.cond
-            # already; autograph's rewriting of its Python was most of the
-            # first batch's time (translate.py's start-up).
-            autograph=False,
-        )
+                output_weights=output_weights, constraints=Constraints(*bound) if bound else None)
+
+        # The search's loops and branches are tf.while_loop and tf.cond
+        # already; autograph's rewriting of its Python was most of the first
+        # batch's time (translate.py's start-up).
+        return tf.function(traced, input_signature=signature, autograph=False)
 
     @classmethod
     def from_directory(cls, directory, model_file=None, **options):
@@ -266,19 +294,21 @@ class Translator:
         return attention_alignments(self.model, self.tokenizer, list(sources),
                                     list(translations))
 
-    def translate_documents(self, texts, format="text", split=True):
+    def translate_documents(self, texts, format="text", split=True, glossary=None):
         """Texts of several sentences, or HTML documents (`format`), each
         translated as `documents.read_document` reads it: split into
         sentences (unless `split=False`) by the source language's rules,
         all their sentences searched together, written back with their
         whitespace and markup (placed by the alignments the search keeps,
-        where a document has markup inside a sentence)."""
+        where a document has markup inside a sentence); `glossary`: see
+        `translate_stream`."""
         language = self.source_language or "en"
         read = [documents.read_document(text, language, format, split) for text in texts]
         sentences = [sentence for document in read for sentence in document.sentences]
         if not documents.marked_sentences(read):
-            return documents.render_documents(read, self.translate(sentences), {})
-        found = self.translate(sentences, aligned=True)
+            return documents.render_documents(read, self.translate(sentences, glossary=glossary),
+                                              {})
+        found = self.translate(sentences, aligned=True, glossary=glossary)
         return documents.render_documents(read, [translation for translation, _ in found],
                                           {i: alignment for i, (_, alignment) in enumerate(found)})
 
@@ -299,7 +329,7 @@ class Translator:
         return [i for i, n in enumerate(self.source_lengths(sentences)) if n > limit]
 
     def translate(self, sentences, n_best=None, progress=False, on_batch=None, on_overlong=None,
-                  seed=None, aligned=False):
+                  seed=None, aligned=False, glossary=None):
         """Translates a list of sentences (str or bytes), one result each,
         sorting and batching the whole list together.
 
@@ -312,10 +342,12 @@ class Translator:
             on_overlong: see `translate_stream`.
             seed: see `translate_stream`.
             aligned: see `translate_stream`.
+            glossary: see `translate_stream`.
 
         Warns:
             TruncationWarning: naming the sentences cut to the model's length
                 (unless `on_overlong` is given).
+            GlossaryWarning: see `translate_stream`.
         """
         sentences = list(sentences)
         if progress:
@@ -324,10 +356,10 @@ class Translator:
                 bar.add(count), report and report(count, tokens))
         return list(self.translate_stream(sentences, n_best=n_best, window=max(len(sentences), 1),
                                           on_batch=on_batch, on_overlong=on_overlong,
-                                          seed=seed, aligned=aligned))
+                                          seed=seed, aligned=aligned, glossary=glossary))
 
     def translate_stream(self, sentences, n_best=None, window=DEFAULT_WINDOW, on_batch=None,
-                         on_overlong=None, seed=None, aligned=False):
+                         on_overlong=None, seed=None, aligned=False, glossary=None):
         """Translates an iterable of sentences (str or bytes) of any length,
         yielding one result per sentence in the input's order, holding only
         `window` sentences at a time (each window is sorted and batched as
@@ -350,17 +382,35 @@ class Translator:
                 best translation by the model's attention, which the search
                 kept as it went (`decoding.alignment`; no second pass); not
                 with `n_best` above 1.
+            glossary: a `glossary.Glossary` every translation obeys: each
+                sentence holding its terms is searched under their target
+                terms (lexically constrained beam search,
+                `decoding.constraints`, with a beam of at least
+                `GLOSSARY_BEAM`, greedy translators too); the others as
+                without it. At most the beam's size of terms a sentence.
+
+        Warns:
+            GlossaryWarning: naming a sentence with more terms than its beam
+                holds (the first are kept), and one whose translation could
+                not place a term before its output limit (its best is
+                given as it is).
 
         Raises:
             ValueError: with `overlong="error"`, at the first window holding
                 a sentence longer than the model accepts (nothing of that
-                window is translated).
+                window is translated); a `GlossaryError` for a target term
+                longer than a constraint may be, or a glossary with
+                sampling or slots (neither takes one).
         """
         if window < 1:
             raise ValueError(f"window must be >= 1; got {window}.")
         if aligned and (n_best or 1) > 1:
             raise ValueError("aligned searches for the best translation alone; n_best must be "
                              f"None or 1, got {n_best}.")
+        if glossary is not None and (self.sampling is not None or self.slots):
+            raise GlossaryError("A glossary needs beam search in batches: this translator "
+                                f"{'samples' if self.sampling else 'searches slots'}; make one "
+                                "without it.")
         iterator = iter(sentences)
         start = 0
         while True:
@@ -368,10 +418,11 @@ class Translator:
             if not chunk:
                 return
             yield from self._translate_window(chunk, start, n_best, on_batch, on_overlong, seed,
-                                              aligned)
+                                              aligned, glossary)
             start += len(chunk)
 
-    def _translate_window(self, sentences, start, n_best, on_batch, on_overlong, seed, aligned):
+    def _translate_window(self, sentences, start, n_best, on_batch, on_overlong, seed, aligned,
+                          glossary=None):
         ids = self._tokenize(sentences)
         lengths = ids.row_lengths().numpy()
         limit = self.model.config.max_source_tokens
@@ -395,6 +446,9 @@ class Translator:
 
         if self.sampling and seed is None:
             seed = self.sampling.seed
+        # i -> (terms found, the target alternatives' ids of each): the
+        # sentences a glossary constrains, searched apart from the others.
+        bound = self._constraints(sentences, start, glossary) if glossary is not None else {}
 
         def search(rows):
             source = np.full((len(rows), int(lengths[rows].max()) + 1), self.tokenizer.pad_id,
@@ -405,12 +459,17 @@ class Translator:
             # A sampling seed a batch, from the index of its first sentence
             # in the stream: the same input draws the same translations.
             batch_seed = seed * 1_000_003 + start + int(rows[0]) if self.sampling else 0
-            return rows, traced(source, lengths[rows] == 0, tf.constant(batch_seed, tf.int64),
-                                tf.constant(self.alpha, tf.float32), self._output_weights)
+            inputs = (source, lengths[rows] == 0, tf.constant(batch_seed, tf.int64),
+                      tf.constant(self.alpha, tf.float32), self._output_weights)
+            if int(rows[0]) not in bound:
+                return rows, traced(*inputs), False
+            constraints = Constraints.of([bound[int(i)][1] for i in rows])
+            return rows, bound_traced(*inputs, constraints.phrases, constraints.owner), True
 
         one = (n_best or 1) == 1 or self.beam_size == 1 or self.sampling is not None
         traced = (self._translate_aligned if aligned else
                   self._translate if one else self._translate_n_best)
+        bound_traced = self._bound[(n_best or 1) == 1, aligned]
 
         def align(i, translation, tokens, attended):
             """The alignment of sentence `i`'s translation."""
@@ -421,10 +480,16 @@ class Translator:
         if self.slots and self.sampling is None:
             yield from self._search_slots(values, splits, lengths, n_best, one, on_batch, align)
             return
-        batches = length_batches(lengths + 1, self.batch_tokens, self.batch_size)
+        batches = []
+        for group in ([i for i in range(len(sentences)) if i not in bound], sorted(bound)):
+            group = np.array(group, dtype=np.int64)
+            if len(group):
+                batches += [group[batch] for batch in length_batches(
+                    lengths[group] + 1, self.batch_tokens, self.batch_size)]
         results = [None] * len(sentences)
-        if self.in_flight == 1:
-            self._collect(map(search, batches), results, n_best, on_batch, align)
+        unmet = []  # the constrained sentences whose best misses a term
+        if self.in_flight == 1 or len(batches) == 1:  # no pool to start for one batch
+            self._collect(map(search, batches), results, n_best, on_batch, align, unmet)
         else:
             # A pool a window, shut down however the window ends: callers on
             # several threads share no pool, and its threads cost
@@ -435,13 +500,57 @@ class Translator:
             # Python used to wait for it at exit forever.
             with concurrent.futures.ThreadPoolExecutor(self.in_flight) as threads:
                 try:
-                    self._collect(threads.map(search, batches), results, n_best, on_batch, align)
+                    self._collect(threads.map(search, batches), results, n_best, on_batch, align,
+                                  unmet)
                 except BaseException:
                     # Ctrl-C (or an error): the queued batches are dropped,
                     # not searched first.
                     threads.shutdown(wait=False, cancel_futures=True)
                     raise
+        for i in sorted(unmet):
+            best = results[i][0] if aligned else results[i]
+            best = best[0][0] if isinstance(best, list) else best
+            missing = [term.entry.targets[0] for term, alternatives in zip(*bound[i][::2])
+                       if not any(alternative in best for alternative in alternatives)]
+            warnings.warn(GlossaryWarning(
+                f"Sentence {start + i}: its translation does not hold "
+                f"{', '.join(repr(term) for term in missing) or 'every term'} of "
+                f"{glossary.name} (the output limit came first); its best is given as it is"),
+                stacklevel=3)
         yield from results
+
+    def _constraints(self, sentences, start, glossary):
+        """`{index: (terms, ids, alternatives)}` of the sentences of a window
+        (the first at `start` of the stream) that hold terms of `glossary`:
+        the terms (`glossary.Found`), each one's target alternatives as
+        token ids, and as strings. Warns of a sentence with more terms than
+        the beam holds (the first are kept)."""
+        most = max(self.beam_size, GLOSSARY_BEAM)
+        limit = min(MAX_PHRASE_TOKENS, self.model.config.max_length - 1)
+        asked = [glossary.constraints(sentence) for sentence in sentences]
+        strings = sorted({text for alternatives, _ in asked for each in alternatives
+                          for text in each})
+        ids = dict(zip(strings, self.tokenizer.tokenize_target(
+            tf.constant(strings, tf.string)).to_list())) if strings else {}
+        bound = {}
+        for i, (alternatives, terms) in enumerate(asked):
+            if not alternatives:
+                continue
+            for each, term in zip(alternatives, terms):
+                for text in each:
+                    if not 0 < len(ids[text]) <= limit:
+                        raise GlossaryError(
+                            f"{glossary.name}, line {term.entry.line}: the target term "
+                            f"{text!r} is {len(ids[text])} tokens; a term is 1 to {limit}")
+            if len(terms) > most:
+                warnings.warn(GlossaryWarning(
+                    f"Sentence {start + i} holds {len(terms)} terms of {glossary.name}, more "
+                    f"than its beam of {most} places; kept the first {most}, left out "
+                    f"{', '.join(repr(t.entry.sources[0]) for t in terms[most:])}"), stacklevel=4)
+                alternatives, terms = alternatives[:most], terms[:most]
+            bound[i] = (terms, [[ids[text] for text in each] for each in alternatives],
+                        alternatives)
+        return bound
 
     def slot_search(self, best_only=True, aligned=False, slots=None):
         """An empty `SlotSearch` of this translator's model and settings
@@ -527,12 +636,15 @@ class Translator:
         return results
 
     @staticmethod
-    def _collect(searched, results, n_best, on_batch, align=None):
+    def _collect(searched, results, n_best, on_batch, align=None, unmet=None):
         """Writes each searched batch's translations (or n-best lists; with
         `align`, `(translation, align(i, translation, tokens, attended))`)
-        to their sentences' places in `results`."""
-        for rows, (texts, scores, output_lengths, *kept) in searched:
+        to their sentences' places in `results`; adds to `unmet` the
+        constrained sentences whose best translation misses a term."""
+        for rows, (texts, scores, output_lengths, *kept), constrained in searched:
             kept = [tensor.numpy() for tensor in kept]  # with align: tokens, attended
+            if constrained:  # and last, whether each hypothesis holds its terms
+                unmet.extend(int(i) for i, met in zip(rows, kept.pop()) if not met[0])
             for row, (i, row_texts, row_scores) in enumerate(zip(rows, texts.numpy(),
                                                                  scores.numpy())):
                 hypotheses = [(t.decode("utf-8", errors="replace"), float(s))

@@ -1,0 +1,343 @@
+"""Glossaries: source terms and the target terms their translations must use
+(terminology, names and product names kept as they are), read from the
+files people keep them in, and found in the sentences to translate. Plain
+Python, no TensorFlow: the search that obeys them is
+`decoding.constraints`, through `Translator.translate(..., glossary=)`.
+
+Files (`Glossary.read`, by extension or `format`):
+- DeepL's TSV (`.tsv`): `source<TAB>target` a line, UTF-8;
+- DeepL's CSV (`.csv`): `source,target` a row, or `source,target,
+  source_lang,target_lang` (rows of other language pairs left out);
+- TBX (`.tbx`, ISO 30042, what CAT tools export), read by translate-toolkit
+  (the `tbx` extra): each concept's terms in the source language are its
+  source forms, those in the target language its target terms.
+In a TSV or CSV cell, `|` separates a term's forms: `Detektiv|Detektei` as
+source forms, `detective|detectives` as target alternatives (any one meets
+the term). A mistake names the file and line.
+
+Matching (`Glossary.find`):
+- Whole words only, the longest entry where two overlap (then the first).
+- A term in lower case, or with only its first letter capitalised, matches
+  any case ("bank" matches "Bank" at the sentence's start) and its
+  inflected forms: every word is compared as its lemma (simplemma's
+  dictionaries) reduced to its Snowball stem (snowballstemmer), so
+  "Detektiv" matches "des Detektivs" and "Häuser" matches "Haus". Other
+  capitals ("IBM", "iPhone") must match as written.
+- The automaton over all entries is Aho-Corasick's (pyahocorasick): a
+  sentence is matched in one pass whatever the glossary's size.
+
+What a found term asks of the translation (`Glossary.constraints`): one of
+its entry's target terms, and for a lower-case target its capitalised
+form too (for the sentence's start). A do-not-translate entry (its target
+the source term itself: a name, a product) asks for the words exactly as
+the sentence has them. One source term with two different targets is
+refused (as DeepL refuses it), naming both lines.
+"""
+
+import csv
+import dataclasses
+import io
+import os
+import re
+
+import ahocorasick
+import simplemma
+import snowballstemmer
+
+FORMATS = ("tsv", "csv", "tbx")
+
+SNOWBALL = {"ar": "arabic", "ca": "catalan", "cs": "czech", "da": "danish", "de": "german",
+            "el": "greek", "en": "english", "es": "spanish", "et": "estonian", "eu": "basque",
+            "fi": "finnish", "fr": "french", "ga": "irish", "hi": "hindi", "hu": "hungarian",
+            "hy": "armenian", "id": "indonesian", "it": "italian", "lt": "lithuanian",
+            "ne": "nepali", "nl": "dutch", "no": "norwegian", "pl": "polish", "pt": "portuguese",
+            "ro": "romanian", "ru": "russian", "sr": "serbian", "sv": "swedish", "ta": "tamil",
+            "tr": "turkish", "fa": "persian", "yi": "yiddish", "eo": "esperanto"}
+"""Snowball's stemmer for a language code (others: words as they are)."""
+
+_WORD = re.compile(r"\w+")
+_SEPARATOR = "\x1f"
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One glossary entry: its source forms, its target terms
+    (alternatives), and where it was read (`line`, 1-based)."""
+
+    sources: tuple
+    targets: tuple
+    line: int = 0
+
+    @property
+    def verbatim(self):
+        """A do-not-translate entry: its targets are its source forms."""
+        return set(self.targets) <= set(self.sources)
+
+
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """A term found in a text: its characters `start` to `end`, and its
+    entry."""
+
+    start: int
+    end: int
+    entry: Entry
+
+
+class GlossaryError(ValueError):
+    """A glossary that cannot be read or used; its message is one line."""
+
+
+class GlossaryWarning(UserWarning):
+    """A glossary's terms that a translation could not all hold (too many
+    for its beam, or its output limit came first)."""
+
+
+class _Words:
+    """The matching keys of words in a language: lemma, then stem, lower
+    case."""
+
+    def __init__(self, language):
+        self.language = language
+        self._stemmer = (snowballstemmer.stemmer(SNOWBALL[language]) if language in SNOWBALL
+                         else None)
+        self._keys = {}  # word -> key: the same words recur in every sentence
+
+    def key(self, word):
+        key = self._keys.get(word)
+        if key is None:
+            try:
+                lemma = simplemma.lemmatize(word, lang=self.language)
+            except ValueError:  # a language simplemma has no dictionary of
+                lemma = word
+            key = lemma.lower()
+            key = self._stemmer.stemWord(key) if self._stemmer else key
+            if len(self._keys) < 1_000_000:
+                self._keys[word] = key
+        return key
+
+
+def _exact(word):
+    """Whether a term's word must match as written: capitals other than its
+    first letter."""
+    return word[1:] != word[1:].lower()
+
+
+class Glossary:
+    """Entries (`Entry`) for translating from `source_language` (a code
+    such as "de", whose words are matched by their lemmas and stems);
+    `name` is what messages call it (its file).
+
+    Raises `GlossaryError` for no entry, or a source term given two
+    different targets."""
+
+    def __init__(self, entries, source_language, name="the glossary"):
+        self.name, self.source_language = name, source_language
+        self._words = _Words(source_language)
+        merged, owners = [], {}
+        for entry in entries:
+            for form in entry.sources:
+                keys = self._keys(form)
+                if not keys:
+                    raise GlossaryError(f"{name}, line {entry.line}: the source term {form!r} "
+                                        "has no word to match")
+                key = _SEPARATOR.join(keys)
+                if key in owners:
+                    other = merged[owners[key]]
+                    if set(other.targets) != set(entry.targets):
+                        raise GlossaryError(
+                            f"{name}, lines {other.line} and {entry.line}: the source term "
+                            f"{form!r} has two targets ({' | '.join(other.targets)!r} and "
+                            f"{' | '.join(entry.targets)!r}); keep one")
+                    continue
+                owners[key] = len(merged)
+            merged.append(entry)
+        if not merged:
+            raise GlossaryError(f"{name} holds no entry; write one source and target term a "
+                                "line")
+        self.entries = tuple(merged)
+        self._automaton = ahocorasick.Automaton()
+        for key, index in owners.items():
+            words = key.count(_SEPARATOR) + 1
+            self._automaton.add_word(_SEPARATOR + key + _SEPARATOR, (index, words))
+        self._automaton.make_automaton()
+
+    def __len__(self):
+        return len(self.entries)
+
+    def _keys(self, text):
+        return [self._words.key(word) for word in _WORD.findall(text)]
+
+    @classmethod
+    def read(cls, path, source_language, target_language=None, format=None):
+        """The glossary in the file `path` (see the module docstring for the
+        formats; `format` default: by its extension); `target_language`
+        chooses the rows or terms of a CSV with languages and of a TBX."""
+        kind = (format or os.path.splitext(path)[1].lstrip(".")).lower()
+        if kind not in FORMATS:
+            raise GlossaryError(f"{path}: a glossary is a .tsv, .csv or .tbx file (or give its "
+                                f"format: one of {', '.join(FORMATS)})")
+        try:
+            with open(path, "rb") as file:
+                data = file.read()
+        except OSError as error:
+            raise GlossaryError(f"Cannot read the glossary {path}: "
+                                f"{error.strerror or error}") from None
+        return cls.parse(data, kind, source_language, target_language, name=path)
+
+    @classmethod
+    def parse(cls, data, format, source_language, target_language=None, name="the glossary"):
+        """The glossary in `data` (bytes or str) of `format` (`FORMATS`)."""
+        if format == "tbx":
+            entries = _tbx_entries(data, source_language, target_language, name)
+        else:
+            if isinstance(data, bytes):
+                try:
+                    data = data.decode("utf-8-sig")
+                except UnicodeDecodeError as error:
+                    raise GlossaryError(f"{name} is not UTF-8 text (byte {error.start}); save "
+                                        "it as UTF-8") from None
+            entries = (_tsv_entries(data, name) if format == "tsv"
+                       else _csv_entries(data, source_language, target_language, name))
+        return cls(entries, source_language, name)
+
+    @classmethod
+    def of(cls, pairs, source_language, name="the glossary"):
+        """The glossary of `(source, target)` pairs (each a str, `|`
+        separating forms), numbered from 1 as lines."""
+        return cls([_entry(source, target, line, name)
+                    for line, (source, target) in enumerate(pairs, 1)], source_language, name)
+
+    def find(self, text):
+        """The terms found in `text` (`Found`), in order, none overlapping:
+        where two overlap the one of more words wins, then the first."""
+        spans = [match.span() for match in _WORD.finditer(text)]
+        if not spans:
+            return []
+        keys = [self._words.key(text[start:end]) for start, end in spans]
+        joined = _SEPARATOR + _SEPARATOR.join(keys) + _SEPARATOR
+        # The index of the word that ends at each separator of `joined`.
+        ends, at = {}, 0
+        for index, key in enumerate(keys):
+            at += 1 + len(key)
+            ends[at] = index
+        candidates = []
+        for end, (entry, words) in self._automaton.iter(joined):
+            last = ends.get(end)  # the word whose separator ends the match
+            if last is None:
+                continue
+            first = last - words + 1
+            if self._matches_exactly(entry, [text[a:b] for a, b in spans[first:last + 1]]):
+                candidates.append((-(last - first), first, last, entry))
+        found, taken = [], set()
+        for _, first, last, entry in sorted(candidates):
+            if taken.isdisjoint(range(first, last + 1)):
+                taken.update(range(first, last + 1))
+                found.append(Found(spans[first][0], spans[last][1], self.entries[entry]))
+        return sorted(found, key=lambda term: term.start)
+
+    def _matches_exactly(self, index, words):
+        """Whether `words` (a match of entry `index`) hold as written those of
+        its source forms' words that must match exactly (`_exact`)."""
+        entry = self.entries[index]
+        for form in entry.sources:
+            form_words = _WORD.findall(form)
+            if len(form_words) == len(words) and all(
+                    not _exact(want) or want == got for want, got in zip(form_words, words)):
+                return True
+        return False
+
+    def constraints(self, text):
+        """What each term found in `text` asks of its translation: a list,
+        one for each term found (each entry once), of the target strings
+        any one of which meets it (see the module docstring), and the terms
+        (`Found`) in the same order."""
+        found, seen, asked = [], set(), []
+        for term in self.find(text):
+            if term.entry in seen:
+                continue
+            seen.add(term.entry)
+            if term.entry.verbatim:
+                alternatives = [text[term.start:term.end]]
+            else:
+                alternatives = list(dict.fromkeys(
+                    form for target in term.entry.targets
+                    for form in (target, target[:1].upper() + target[1:])))
+            asked.append(alternatives)
+            found.append(term)
+        return asked, found
+
+
+def _entry(source, target, line, name):
+    sources = tuple(form.strip() for form in source.split("|") if form.strip())
+    targets = tuple(form.strip() for form in target.split("|") if form.strip())
+    if not sources or not targets:
+        raise GlossaryError(f"{name}, line {line}: an entry needs a source and a target term")
+    return Entry(sources, targets, line)
+
+
+def _tsv_entries(text, name):
+    entries = []
+    for line, row in enumerate(text.splitlines(), 1):
+        if not row.strip():
+            continue
+        fields = row.split("\t")
+        if len(fields) != 2:
+            raise GlossaryError(f"{name}, line {line}: a TSV glossary line is a source term, "
+                                f"a tab and a target term; this one has {len(fields)} "
+                                "field(s)")
+        entries.append(_entry(*fields, line, name))
+    return entries
+
+
+def _csv_entries(text, source_language, target_language, name):
+    entries = []
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        for row in reader:
+            line = reader.line_num
+            if not any(field.strip() for field in row):
+                continue
+            if len(row) not in (2, 4):
+                raise GlossaryError(f"{name}, line {line}: a CSV glossary row is source,target "
+                                    f"or source,target,source_lang,target_lang; this one has "
+                                    f"{len(row)} field(s)")
+            if len(row) == 4 and (row[2].strip().lower() != source_language.lower() or (
+                    target_language and row[3].strip().lower() != target_language.lower())):
+                continue  # another language pair's row
+            entries.append(_entry(row[0], row[1], line, name))
+    except csv.Error as error:
+        raise GlossaryError(f"{name}, line {reader.line_num}: not CSV ({error})") from None
+    return entries
+
+
+def _tbx_entries(data, source_language, target_language, name):
+    """The TBX file's concepts with terms in both languages, read by
+    translate-toolkit; `line` numbers the concepts from 1."""
+    try:
+        from translate.storage import tbx  # the tbx extra; only TBX needs it
+    except ImportError:
+        raise GlossaryError(f"{name}: reading TBX needs translate-toolkit: pip install "
+                            "\"keras-transformer[tbx]\"") from None
+    if target_language is None:
+        raise GlossaryError(f"{name}: a TBX glossary needs the target language to choose its "
+                            "terms")
+    try:
+        store = tbx.tbxfile.parsestring(data if isinstance(data, bytes) else data.encode())
+    except Exception as error:  # lxml's parse errors say where: line N, column M
+        raise GlossaryError(f"{name}: not TBX ({' '.join(str(error).split())})") from None
+    entries = []
+    for number, unit in enumerate(store.units, 1):
+        forms = {}
+        for node in unit.getlanguageNodes():
+            language = (node.get("{http://www.w3.org/XML/1998/namespace}lang")
+                        or node.get("lang") or "").split("-")[0].lower()
+            terms = [term.text.strip() for term in node.iter()
+                     if isinstance(term.tag, str) and term.tag.endswith("term") and term.text
+                     and term.text.strip()]
+            forms.setdefault(language, []).extend(terms)
+        sources, targets = forms.get(source_language.lower()), forms.get(target_language.lower())
+        if sources and targets:
+            entries.append(Entry(tuple(dict.fromkeys(sources)), tuple(dict.fromkeys(targets)),
+                                 number))
+    return entries
