@@ -40,6 +40,7 @@ import signal
 import socket
 
 from keras_transformer import cli, run_folder, runtimes
+from keras_transformer.glossary import Glossary
 from keras_transformer.batch_defaults import share_cores
 
 cli.use_tensorflow_backend()
@@ -125,6 +126,11 @@ def parser():
                             "served")
     libre.add_argument("--metrics-auth-token", metavar="TOKEN",
                        help="/metrics then needs Authorization: Bearer TOKEN")
+    p.add_argument("--glossary", metavar="NAME[:SOURCE-TARGET]=FILE", action="append",
+                   default=[],
+                   help="a glossary requests may name in their glossary field (a .tsv, .csv or "
+                        ".tbx file, docs/glossaries.md), for the pair a model translates "
+                        "(default: the one model's); repeatable")
     p.add_argument("--access-log", action="store_true", help="log every request")
     cli.add_verbose_argument(p)
     return p
@@ -189,6 +195,7 @@ def main():
         runtimes.check_runtime(model, runtime_name, decoding)
         chosen.append(runtime_name)
     pairs = language_pairs(p, args)
+    glossaries = read_glossaries(p, args, pairs, chosen)
     if not check_address(args.host, args.port) and (args.api_keys is None
                                                     or args.api_keys_optional):
         cli.warn(f"listening on {args.host}, which other machines may reach, without "
@@ -213,7 +220,7 @@ def main():
     if len({model.name for model in models}) < len(models):  # two folders of one name
         for index, model in enumerate(models):
             model.name = f"{model.name}-{index + 1}"
-    config = server_config(args, models)
+    config = server_config(args, models, glossaries)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     served = ", ".join(f"{model.name} ({model.runtime.name} runtime, {model.source} -> "
                        f"{model.target})" for model in models)
@@ -225,13 +232,46 @@ def main():
     uvicorn.Server(config).run()
 
 
-def server_config(args, models):
+def read_glossaries(parser, args, pairs, runtime_names):
+    """`{name: (Glossary, source, target)}` of the `--glossary` options,
+    each for a pair one of the models (`pairs`, opened with
+    `runtime_names`) translates, read before the models load."""
+    found = {}
+    for option in args.glossary:
+        name, equals, path = option.partition("=")
+        name, colon, pair = name.partition(":")
+        source, _, target = pair.lower().partition("-")
+        if not equals or not name or not path or (colon and not (source and target)):
+            parser.error(f"--glossary {option!r}: write NAME=FILE, or NAME:SOURCE-TARGET=FILE "
+                         "(such as terms:de-en=terms.tsv)")
+        if not colon:
+            if len(pairs) != 1:
+                parser.error(f"--glossary {option!r}: several models are served; give the pair, "
+                             f"{name}:SOURCE-TARGET={path}")
+            source, target = pairs[0]
+        if name in found:
+            parser.error(f"--glossary {name!r} is given twice; give each glossary a name of its "
+                         "own")
+        if (source, target) not in pairs:
+            raise ValueError(f"--glossary {name}: no model translates {source} to {target} "
+                             f"(the models translate {', '.join(f'{a}-{b}' for a, b in pairs)}).")
+        runtime_name = runtime_names[pairs.index((source, target))]
+        if runtime_name != "keras" or args.slots:
+            raise ValueError(f"--glossary {name}: the {source}-{target} model "
+                             + (f"has the {runtime_name} runtime, which runs its own search"
+                                if runtime_name != "keras" else "searches slots (--slots)")
+                             + "; glossaries are obeyed by the keras runtime's batches.")
+        found[name] = (Glossary.read(path, source, target), source, target)
+    return found
+
+
+def server_config(args, models, glossaries=None):
     """The uvicorn configuration of the application serving `models`
-    (`serving.ServedModel`s) by the options `args` (the serve extra
-    installed: `main` checks it)."""
+    (`serving.ServedModel`s) and `glossaries` (`read_glossaries`) by the
+    options `args` (the serve extra installed: `main` checks it)."""
     import uvicorn
 
-    from keras_transformer.serving import Settings, create_app
+    from keras_transformer.serving import ServedGlossary, Settings, create_app
     from keras_transformer.serving.limits import Suggestions, read_keys
 
     settings = Settings(
@@ -247,7 +287,8 @@ def server_config(args, models):
                                 args.char_limit if args.char_limit > 0 else 5000)
         if args.suggestions else None,
         files_translation=not args.disable_files_translation,
-        metrics_token=args.metrics_auth_token)
+        metrics_token=args.metrics_auth_token,
+        glossaries={name: ServedGlossary(*found) for name, found in (glossaries or {}).items()})
     # uvicorn's HTTP parser refuses request heads over 16 KiB with a bare 400;
     # deep-translator sends whole texts in the query string, so the parser
     # takes up to --max-query-bytes and the application answers beyond it

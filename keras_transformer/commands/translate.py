@@ -32,6 +32,12 @@ tokens and translated, and its lines written in their order, so that memory
 does not grow with the file. A progress line (lines, tokens per second,
 time left) shows on standard error when it is a terminal.
 
+--glossary FILE (DeepL's TSV or CSV, or TBX: docs/glossaries.md) makes every
+sentence that holds one of its source terms use its target term: the search
+places each term (lexically constrained beam search, a beam of at least 4),
+and warns, naming the line, where the output limit came first. The keras
+runtime takes it; the exports' engines run searches of their own.
+
 --runtime translates an export (keras-transformer export) with one of its
 formats, as serve does: saved_model, ctranslate2, onnx or litert
 (keras_transformer/runtimes says what each needs).
@@ -45,6 +51,7 @@ import os
 import sys
 
 from keras_transformer import cli, documents, run_folder, runtimes, textfiles
+from keras_transformer.glossary import Glossary
 from keras_transformer.batch_defaults import DEFAULT_WINDOW, share_cores
 from keras_transformer.names import OVERLONG, RUNTIMES
 
@@ -73,8 +80,8 @@ def n_best_line(hypotheses):
 class TranslatorEngine:
     """What translates the sentences: the `Translator` on a run folder."""
 
-    def __init__(self, translator):
-        self.translator = translator
+    def __init__(self, translator, glossary=None):
+        self.translator, self.glossary = translator, glossary
         self.limit = translator.model.config.max_source_tokens
 
     def lengths(self, sentences):
@@ -82,7 +89,8 @@ class TranslatorEngine:
 
     def translate(self, sentences, n_best, on_batch):
         return self.translator.translate(sentences, n_best=n_best, on_batch=on_batch,
-                                         on_overlong=lambda indexes, limit: None)
+                                         on_overlong=lambda indexes, limit: None,
+                                         glossary=self.glossary)
 
     def translate_aligned(self, sentences, marked):
         """The translations, and the alignments of those at indexes `marked`
@@ -90,7 +98,8 @@ class TranslatorEngine:
         if not marked:
             return self.translate(sentences, None, None), {}
         found = self.translator.translate(sentences, aligned=True,
-                                          on_overlong=lambda indexes, limit: None)
+                                          on_overlong=lambda indexes, limit: None,
+                                          glossary=self.glossary)
         return [translation for translation, _ in found], {
             index: alignment for index, (_, alignment) in enumerate(found)}
 
@@ -241,6 +250,9 @@ def main():
     parser.add_argument("--threads", type=cli.positive_int,
                         help="CPU threads of a CTranslate2, ONNX or LiteRT model (default: the "
                              "runtime's own choice)")
+    parser.add_argument("--glossary", metavar="FILE",
+                        help="terms every translation uses: a .tsv or .csv (DeepL's) or .tbx "
+                             "file (docs/glossaries.md; default: none)")
     cli.add_verbose_argument(parser)
     args = parser.parse_args()
     cli.check_sampling(parser, args)
@@ -253,6 +265,9 @@ def main():
     if not by_runtime and args.threads:
         parser.error("--threads is for the ctranslate2, onnx and litert runtimes (TensorFlow "
                      "takes TF_NUM_INTRAOP_THREADS); give --runtime or leave it out")
+    if args.glossary and (by_runtime or args.sampling_topk is not None):
+        parser.error("--glossary is obeyed by the keras runtime's beam search; leave out "
+                     f"{'--runtime ' + args.runtime if by_runtime else '--sampling-topk'}")
 
     kind = DOCUMENT_EXTENSIONS.get(os.path.splitext(args.input or "")[1].lower(), "text")
     if kind == "docx" and (args.format or not args.output):
@@ -268,6 +283,9 @@ def main():
     # is loaded.
     if args.output:
         textfiles.check_output(args.output, args.overwrite)
+    if args.glossary:
+        args.glossary = Glossary.read(args.glossary, language,
+                                      (run_folder.languages(args.run_dir) or (None, None))[1])
     if kind != "text":
         engine = open_engine(args, by_runtime)
         translate_document(args, engine, language, kind)
@@ -301,4 +319,4 @@ def open_engine(args, by_runtime):
         args.run_dir, model_file=args.model_file, beam_size=args.beam_size, alpha=args.alpha,
         decode_margin=args.decode_margin, batch_tokens=args.batch_tokens,
         batch_size=args.batch_size, precision=args.precision, overlong=args.overlong,
-        sampling=sampling))
+        sampling=sampling), args.glossary)

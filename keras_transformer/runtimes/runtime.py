@@ -16,6 +16,7 @@ import os
 from keras_transformer import documents, run_folder
 from keras_transformer.batch_defaults import DEFAULT_IN_FLIGHT, default_batch_tokens, length_batches
 from keras_transformer.documents.alignment import proportional
+from keras_transformer.glossary import GlossaryError
 from keras_transformer.names import RUNTIMES
 from keras_transformer.textfiles import clean_text
 
@@ -154,11 +155,14 @@ class Runtime:
             folder says (`run_folder.languages`), else None.
         aligns: whether `align` reads the model's attention; where it does
             not, it aligns by position (`documents.alignment.proportional`).
+        takes_glossary: whether `translate` obeys a glossary (the keras
+            runtime's search; the exports' engines run their own).
         slots: see `open_runtime`.
     """
 
     name = None
     aligns = False
+    takes_glossary = False
     slots = None
 
     def __init__(self, path, decoding, threads=None, in_flight=1):
@@ -170,15 +174,30 @@ class Runtime:
         self.max_source_tokens = self.config["max_length"] - 1
         self.languages = run_folder.languages(path)
 
-    def translate(self, sentences, n_best=1, seed=None):
+    def translate(self, sentences, n_best=1, seed=None, glossary=None):
         """Up to `n_best` `(translation, score)` pairs a sentence (str), best
         first; with sampling, one drawn translation (score 0), drawn with
-        `seed` (default: the decoding's). Cut sentences are not warned about
-        (see `source_lengths`)."""
+        `seed` (default: the decoding's); obeying `glossary` (a
+        `glossary.Glossary`, where `takes_glossary`; elsewhere a one-line
+        `GlossaryError`). Cut sentences are not warned about (see
+        `source_lengths`)."""
+        self.check_glossary(glossary)
         if not sentences:
             return []
+        options = {"glossary": glossary} if glossary is not None else {}
         return self._translate(list(sentences), n_best,
-                               self.decoding.seed if seed is None else seed)
+                               self.decoding.seed if seed is None else seed, **options)
+
+    def check_glossary(self, glossary):
+        """Raises a one-line `GlossaryError` where this runtime cannot obey
+        `glossary` (not None)."""
+        if glossary is not None and not self.takes_glossary:
+            raise GlossaryError(f"The {self.name} runtime takes no glossary (its engine runs "
+                                "its own search); the keras runtime does: a run folder, or an "
+                                "export's model.keras with --runtime keras.")
+        if glossary is not None and self.slots:
+            raise GlossaryError("Continuous batching (--slots) takes no glossary; the keras "
+                                "runtime's batches do: serve without --slots.")
 
     def slot_translator(self, n_best=1):
         """A translator with continuous batching for one thread of a server
@@ -194,15 +213,20 @@ class Runtime:
         return [proportional(source, translation)
                 for source, translation in zip(sources, translations)]
 
-    def translate_documents(self, texts, format="text", split=True, language=None):
+    def translate_documents(self, texts, format="text", split=True, language=None,
+                            glossary=None):
         """Texts of several sentences, or HTML documents (`format`), each
         translated as `documents.read_document` reads it (split into
         sentences unless `split=False`, by the rules of `language`, default
-        the model's source language), all their sentences in one call."""
+        the model's source language), all their sentences in one call,
+        obeying `glossary` (see `translate`)."""
+        self.check_glossary(glossary)
         language = language or (self.languages or ("en",))[0]
         return documents.translate_documents(
             [documents.read_document(text, language, format, split) for text in texts],
-            lambda sentences: [found[0][0] for found in self.translate(sentences)], self.align)
+            lambda sentences: [found[0][0] for found in self.translate(sentences,
+                                                                       glossary=glossary)],
+            self.align)
 
     def source_lengths(self, sentences):
         """Each sentence's length in the model's source tokens (before any

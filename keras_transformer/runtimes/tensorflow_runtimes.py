@@ -26,6 +26,7 @@ class KerasRuntime(Runtime):
 
     name = "keras"
     aligns = True
+    takes_glossary = True
     KEPT_ALIGNMENTS = 4096
 
     def __init__(self, path, decoding, threads=None, in_flight=1):
@@ -38,14 +39,16 @@ class KerasRuntime(Runtime):
         self._kept = collections.OrderedDict()  # (source, translation) -> Alignment
         self._lock = threading.Lock()
 
-    def _translate(self, sentences, n_best, seed):
+    def _translate(self, sentences, n_best, seed, glossary=None):
         if self.decoding.sampling:
             n_best = 1
         if n_best > 1:
             return self.translator.translate(sentences, n_best=n_best, seed=seed,
-                                             on_overlong=lambda indexes, limit: None)
+                                             on_overlong=lambda indexes, limit: None,
+                                             glossary=glossary)
         found = self.translator.translate(sentences, n_best=1, seed=seed, aligned=True,
-                                          on_overlong=lambda indexes, limit: None)
+                                          on_overlong=lambda indexes, limit: None,
+                                          glossary=glossary)
         self._keep(sentences, found)
         return [hypotheses for hypotheses, _ in found]
 

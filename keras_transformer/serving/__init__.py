@@ -18,7 +18,7 @@ through the `Translator`, or an export through its SavedModel, CTranslate2,
 ONNX or LiteRT runtime.
 """
 
-from keras_transformer.serving.app import ServedModel, Settings, create_app
+from keras_transformer.serving.app import ServedGlossary, ServedModel, Settings, create_app
 from keras_transformer.serving.batcher import Batcher, QueueFull
 
-__all__ = ["Batcher", "QueueFull", "ServedModel", "Settings", "create_app"]
+__all__ = ["Batcher", "QueueFull", "ServedGlossary", "ServedModel", "Settings", "create_app"]

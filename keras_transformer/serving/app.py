@@ -52,6 +52,16 @@ class ServedModel:
         self.name = self.name or os.path.basename(os.path.normpath(self.runtime.path))
 
 
+@dataclasses.dataclass
+class ServedGlossary:
+    """A glossary the server keeps (`serve --glossary NAME=FILE`), for
+    requests that name it: a `glossary.Glossary` and its language pair."""
+
+    glossary: object
+    source: str
+    target: str
+
+
 class Settings:
     """What the application serves and its limits.
 
@@ -85,6 +95,10 @@ class Settings:
         files_translation: whether /translate_file translates (else 403).
         metrics_token: a token /metrics then needs (`Authorization: Bearer
             TOKEN`), or None.
+
+    Glossaries:
+        glossaries: `{name: ServedGlossary}` requests may name.
+        max_glossary_entries: entries a request's own glossary may hold.
     """
 
     def __init__(self, models, api_keys=None, keys_required=True, max_request_bytes=262144,
@@ -92,7 +106,8 @@ class Settings:
                  batch_tokens=None, max_wait=0.03, workers=2, retry_after=1, files_dir=None,
                  kept_files=100, cors_origins=("*",), char_limit=NO_LIMIT, req_limit=NO_LIMIT,
                  batch_limit=NO_LIMIT, alternatives_limit=NO_LIMIT, suggestions=None,
-                 files_translation=True, metrics_token=None):
+                 files_translation=True, metrics_token=None, glossaries=None,
+                 max_glossary_entries=10000):
         self.models = list(models)
         pairs = [(model.source, model.target) for model in self.models]
         if not self.models or len(set(pairs)) < len(pairs):
@@ -120,6 +135,8 @@ class Settings:
         self.suggestions = suggestions
         self.files_translation = files_translation
         self.metrics_token = metrics_token
+        self.glossaries = dict(glossaries or {})
+        self.max_glossary_entries = max_glossary_entries
 
 
 def create_app(settings):

@@ -65,6 +65,7 @@ class _Sentence:
     future: asyncio.Future
     loop: asyncio.AbstractEventLoop
     arrived: float
+    glossary: object = None
 
 
 class Batcher:
@@ -113,14 +114,20 @@ class Batcher:
         """Sentences waiting (not yet in a batch)."""
         return len(self._queue)
 
-    async def translate(self, sentences, n_best=1):
+    async def translate(self, sentences, n_best=1, glossary=None):
         """The translations of `sentences` (each a list of up to `n_best`
-        `(text, score)` pairs), once their batches are done.
+        `(text, score)` pairs), once their batches are done, obeying
+        `glossary` (a `glossary.Glossary`, or None). A batch's sentences of
+        different glossaries are translated in one call of the runtime for
+        each.
 
         Raises:
             QueueFull: the queue cannot take them all now (nothing of the
                 request is queued).
+            GlossaryError: the runtime takes no glossary (one line).
         """
+        if glossary is not None:
+            self.runtime.check_glossary(glossary)
         loop = asyncio.get_running_loop()
         limit = self.runtime.max_source_tokens
         lengths = self.runtime.source_lengths(sentences)  # plain Python, microseconds
@@ -129,7 +136,7 @@ class Batcher:
                 raise QueueFull()
             now = time.monotonic()
             items = [_Sentence(text, min(length, limit) + 1, n_best, loop.create_future(), loop,
-                               now) for text, length in zip(sentences, lengths)]
+                               now, glossary) for text, length in zip(sentences, lengths)]
             self._queue.extend(items)
             self._wake()
             self._condition.notify_all()
@@ -210,8 +217,14 @@ class Batcher:
                 continue
             started = time.monotonic()
             try:
-                results = self.runtime.translate([item.text for item in batch],
-                                                 n_best=max(item.n_best for item in batch))
+                n_best = max(item.n_best for item in batch)
+                results = {}
+                for glossary in dict.fromkeys(item.glossary for item in batch):
+                    group = [item for item in batch if item.glossary is glossary]
+                    options = {"glossary": glossary} if glossary is not None else {}
+                    results.update(zip(group, self.runtime.translate(
+                        [item.text for item in group], n_best=n_best, **options)))
+                results = [results[item] for item in batch]
             except Exception as error:  # the requests' 500s; the worker carries on
                 results = None
                 for item in batch:

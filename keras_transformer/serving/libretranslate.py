@@ -8,7 +8,8 @@ against LibreTranslate itself (tests/serving/test_against_libretranslate.py).
                            "format" text or html; "alternatives": n adds up
                            to n next best translations (text; [] for html);
                            "source": "auto" detects each text's language and
-                           says which in "detectedLanguage"
+                           says which in "detectedLanguage"; "glossary": a
+                           served glossary's name, or its entries (ours)
     POST /detect           {"q": "Guten Morgen!"} -> [{"language": "de",
                            "confidence": 97.0}, ...]
     POST /translate_file   multipart: file (.txt, .html, .docx), source,
@@ -20,7 +21,8 @@ against LibreTranslate itself (tests/serving/test_against_libretranslate.py).
                            translation, stored (with --suggestions; else 403)
     GET  /spec             this API as an OpenAPI document
     GET  /health           {"status": "ok"}
-    GET  /models           each model: its runtime, pair, queue (ours)
+    GET  /models           each model (its runtime, pair, queue) and each
+                           served glossary (ours)
     GET  /metrics          Prometheus' text format
     GET  /                 the page (?q=TEXT translates TEXT on opening)
 
@@ -47,6 +49,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from starlette.routing import Route
 
 from keras_transformer import documents
+from keras_transformer.glossary import Glossary, GlossaryError
 from keras_transformer.serving import bodies, openapi
 from keras_transformer.serving.errors import Refused
 from keras_transformer.serving.limits import NO_LIMIT, RequestLimits
@@ -196,8 +199,9 @@ class LibreTranslateApi:
             raise Refused(400, f"{text_format} format is not supported")
         n_best = 1 if text_format == "html" else min(alternatives,
                                                      self.service.most_alternatives) + 1
+        glossary = self._glossary(fields.get("glossary"), source, target)
         translations, others, detections = await self.service.translate_texts(
-            texts, source, target, text_format, n_best)
+            texts, source, target, text_format, n_best, glossary)
         self.limits.spend(client, len(texts) if is_list else 1, key and key.req_limit)
         answer = {"translatedText": translations if is_list else translations[0]}
         if alternatives:
@@ -206,6 +210,43 @@ class LibreTranslateApi:
             answer["detectedLanguage"] = detections if is_list else detections[0]
         self.service.metrics.latency.observe(time.monotonic() - started)
         return JSONResponse(answer)
+
+    def _glossary(self, value, source, target):
+        """The glossary a request's `glossary` field names (a served one's
+        name) or holds (entries: TSV lines, an object of source -> target,
+        or a list of [source, target] pairs); None without one."""
+        if value is None or value == "" or value == [] or value == {}:
+            return None
+        self.service.glossary_route(source, target)
+        if isinstance(value, str) and "\t" not in value:
+            served = self.settings.glossaries.get(value)
+            if served is None:
+                raise Refused(400, f"Invalid request: no glossary {value[:100]!r} is served "
+                                   "here (or give its entries, a tab between source and target)")
+            if (served.source, served.target) != (source, target):
+                raise Refused(400, f"Invalid request: the glossary {value!r} is for "
+                                   f"{served.source} to {served.target}, not {source} to "
+                                   f"{target}")
+            return served.glossary
+        if isinstance(value, dict):
+            value = list(value.items())
+        count = value.count("\n") + 1 if isinstance(value, str) else (
+            len(value) if isinstance(value, list) else 0)
+        if count > self.settings.max_glossary_entries:
+            raise Refused(400, f"Invalid request: the glossary's {count} entries are more than "
+                               f"this server takes ({self.settings.max_glossary_entries}); "
+                               "serve it (--glossary) instead")
+        try:
+            if isinstance(value, str):
+                return Glossary.parse(value, "tsv", source, name="the request's glossary")
+            if isinstance(value, list) and all(
+                    isinstance(pair, (list, tuple)) and len(pair) == 2
+                    and all(isinstance(text, str) for text in pair) for pair in value):
+                return Glossary.of(value, source, name="the request's glossary")
+        except GlossaryError as error:
+            raise Refused(400, f"Invalid request: {error}") from None
+        raise Refused(400, "Invalid request: glossary must be a served glossary's name, TSV "
+                           "lines, an object of source: target, or [source, target] pairs")
 
     async def detect(self, request):
         fields = await self._fields(request)
@@ -279,7 +320,8 @@ class LibreTranslateApi:
         return JSONResponse({"status": "ok"})
 
     async def models(self, request):
-        return JSONResponse({"models": self.service.models()})
+        return JSONResponse({"models": self.service.models(),
+                             "glossaries": self.service.glossaries()})
 
     async def prometheus(self, request):
         token = self.settings.metrics_token

@@ -58,6 +58,10 @@ def document(settings):
                        {"type": "string", "enum": list(documents.FORMATS), "default": "text"}),
                 _field("alternatives", "Alternative translations wanted (text only; at most "
                        "the beam size less one are given)", {"type": "integer", "default": 0}),
+                _field("glossary", "A served glossary's name, or entries: TSV lines, an "
+                       "object of source: target, or [source, target] pairs (ours; needs a "
+                       "given source)", {"oneOf": [{"type": "string"}, {"type": "object"},
+                                                   {"type": "array"}]}),
                 key),
             "responses": _answers({"type": "object", "required": ["translatedText"],
                                    "properties": {
@@ -111,9 +115,10 @@ def document(settings):
         "/health": {"get": {"summary": "Health check", "tags": ["misc"],
                             "responses": _answers({"type": "object", "properties": {
                                 "status": {"type": "string"}}}, '{"status": "ok"}')}},
-        "/models": {"get": {"summary": "The models served", "tags": ["misc"],
+        "/models": {"get": {"summary": "The models and glossaries served", "tags": ["misc"],
                             "responses": _answers({"type": "object"}, "Each model's runtime, "
-                                                  "pair, alternatives and queue")}},
+                                                  "pair, alternatives and queue; each "
+                                                  "glossary's name, pair and entries")}},
         "/metrics": {"get": {"summary": "Prometheus metrics", "tags": ["misc"],
                              "responses": _answers({"type": "string"}, "Prometheus' text "
                                                    "format", kind="text/plain")}},

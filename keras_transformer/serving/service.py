@@ -20,6 +20,7 @@ from keras_transformer.batch_defaults import default_batch_tokens
 from keras_transformer.documents.alignment import compose
 from keras_transformer.documents.detection import NONE, Detector
 from keras_transformer.documents.docx import DocxDocument
+from keras_transformer.glossary import GlossaryError
 from keras_transformer.serving.batcher import Batcher, QueueFull
 from keras_transformer.serving.errors import Refused
 from keras_transformer.serving.metrics import Metrics
@@ -117,13 +118,20 @@ class Service:
 
     def models(self):
         """Each model's name, runtime, pair, alternatives, whether it aligns
-        by attention, and its queue."""
+        by attention and takes a glossary, and its queue."""
         return [{"model": model.name, "runtime": model.runtime.name,
                  "languages": [model.source, model.target],
                  "max_alternatives": max(model.runtime.decoding.beam_size - 1, 0),
                  "aligns": model.runtime.aligns,
+                 "glossaries": model.runtime.takes_glossary and not model.runtime.slots,
                  "queued_sentences": self.batchers[model.name].queued}
                 for model in self.settings.models]
+
+    def glossaries(self):
+        """Each served glossary's name, pair and entries."""
+        return [{"name": name, "languages": [served.source, served.target],
+                 "entries": len(served.glossary)}
+                for name, served in self.settings.glossaries.items()]
 
     def route(self, source, target):
         """The models from `source` to `target` (none for the same
@@ -140,6 +148,17 @@ class Service:
                                f"target language from {language_name(source)} ({source})")
         return route
 
+    def glossary_route(self, source, target):
+        """Raises a 400 unless one model translates `source` to `target` (a
+        glossary's terms are the last model's target, found in the first's
+        source)."""
+        if source == "auto":
+            raise Refused(400, "Invalid request: a glossary needs its source language; give "
+                               "source (not auto)")
+        if len(self.route(source, target)) != 1:
+            raise Refused(400, f"Invalid request: a glossary applies where one model translates "
+                               f"the pair; {source} to {target} goes through {PIVOT}")
+
     def detect(self, text, text_format="text"):
         """`(language, detection)` of a text (LibreTranslate's
         `detectedLanguage` entry): among the served sources, from its words
@@ -152,18 +171,21 @@ class Service:
 
     # ------------------------------------------------------------ translating
 
-    async def _translate_sentences(self, route, sentences, n_best):
+    async def _translate_sentences(self, route, sentences, n_best, glossary=None):
         """The n-best hypotheses of each sentence along `route`, and each
         hop's `(model, sources, best translations)`. Sentences with nothing
-        to translate (`translatable`) are their own translation."""
+        to translate (`translatable`) are their own translation. `glossary`
+        (a route of one model only) is obeyed."""
         hypotheses = [[(sentence, 0.0)] for sentence in sentences]
         wanted = [index for index, sentence in enumerate(sentences) if translatable(sentence)]
         hops, current = [], list(sentences)
         for index, model in enumerate(route):
             n = n_best if index == len(route) - 1 else 1
             try:
-                found = await self.batchers[model.name].translate([current[i] for i in wanted],
-                                                                  n_best=n)
+                found = await self.batchers[model.name].translate(
+                    [current[i] for i in wanted], n_best=n, glossary=glossary)
+            except GlossaryError as error:
+                raise Refused(400, f"Invalid request: {error}") from None
             except QueueFull:
                 raise Refused(503, "The server is busy (its queue is full); try again shortly",
                               {"Retry-After": str(self.settings.retry_after)}) from None
@@ -186,16 +208,16 @@ class Service:
                 compose(first, second) for first, second in zip(alignments, hop)]
         return dict(zip(marked, alignments or ()))
 
-    async def translate_documents(self, route, read, n_best=1):
-        """Translates the documents `read` along `route`: their renderings,
-        and for plain text the alternatives of each (lists of str, the
-        best's duplicates and blanks left out, as LibreTranslate leaves
-        them out)."""
+    async def translate_documents(self, route, read, n_best=1, glossary=None):
+        """Translates the documents `read` along `route`, obeying
+        `glossary`: their renderings, and for plain text the alternatives
+        of each (lists of str, the best's duplicates and blanks left out, as
+        LibreTranslate leaves them out)."""
         sentences = [sentence for document in read for sentence in document.sentences]
         if len(sentences) > self.settings.max_queue:
             raise Refused(413, f"{len(sentences)} sentences are more than this server queues "
                                f"({self.settings.max_queue}); send fewer at a time")
-        hypotheses, hops = await self._translate_sentences(route, sentences, n_best)
+        hypotheses, hops = await self._translate_sentences(route, sentences, n_best, glossary)
         marked = documents.marked_sentences(read)
         alignments = await self._align_marked(hops, marked) if marked and hops else {}
         rendered = documents.render_documents(read, [found[0][0] for found in hypotheses],
@@ -212,7 +234,8 @@ class Service:
                                  and other not in others[:index]])
         return rendered, alternatives
 
-    async def translate_texts(self, texts, source, target, text_format="text", n_best=1):
+    async def translate_texts(self, texts, source, target, text_format="text", n_best=1,
+                              glossary=None):
         """`(translations, alternatives, detections)` of `texts` (str each,
         `text_format` one of `documents.FORMATS`) from `source` ("auto":
         each text's language detected) into `target`: each text read as a
@@ -220,7 +243,8 @@ class Service:
         written back; its alternatives (n_best - 1 at most, text only);
         and each text's detection (None unless "auto"). Texts with nothing
         to translate, and texts already in `target`, are answered as they
-        are."""
+        are. `glossary` (with a given `source`, a pair one model
+        translates: `glossary_route`) is obeyed."""
         found = [self.detect(text, text_format) if source == "auto" else (source, None)
                  for text in texts]
         groups = {}
@@ -241,7 +265,7 @@ class Service:
         async def translate_group(language, indexes):
             read = [documents.read_document(texts[i], language, text_format) for i in indexes]
             rendered, others = await self.translate_documents(
-                self.route(language, target), read, n_best)
+                self.route(language, target), read, n_best, glossary)
             for slot, index in enumerate(indexes):
                 translations[index], alternatives[index] = rendered[slot], others[slot]
 

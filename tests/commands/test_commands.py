@@ -279,6 +279,42 @@ def test_serve_checks_its_options_before_loading_the_model(small_run, small_expo
         taken.listen()
         _error(command(serve, small_run, *languages, "--port", taken.getsockname()[1]),
                "Cannot listen on 127.0.0.1:")
+    # Glossaries: the file, the pair, the runtime, before the models load.
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("Haus\thouse\nBaum tree\n")
+    _error(command(serve, small_run, *languages, "--glossary", f"it={terms}"),
+           "terms.tsv, line 2: a TSV glossary line is a source term, a tab and a target term")
+    terms.write_text("Haus\thouse\n")
+    _error(command(serve, small_run, *languages, "--glossary", f"it:fr-en={terms}"),
+           "--glossary it: no model translates fr to en (the models translate de-en)")
+    _error(command(serve, small_run, *languages, "--slots", "4", "--glossary", f"it={terms}"),
+           "searches slots (--slots); glossaries are obeyed by the keras runtime's batches")
+    _error(command(serve, small_export, *languages, "--glossary", f"it={terms}"),
+           "has the saved_model runtime, which runs its own search")
+    (tmp_path / "empty.tsv").write_text("")
+    _error(command(serve, small_run, *languages, "--glossary", f"it={tmp_path / 'empty.tsv'}"),
+           "empty.tsv holds no entry")
+    assert command(serve, small_run, *languages, "--glossary", "it")[0] == 2  # usage
+
+
+def test_translate_obeys_a_glossary_and_names_its_mistakes(small_run, tmp_path):
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("Haus\tBaum\n")
+    text = "das Haus ist groß\nder Baum\n".encode()
+    status, out, err = command("examples/translate.py", small_run, "--glossary", terms,
+                               stdin=text)
+    assert status == 0, err
+    first, second = out.decode().splitlines()
+    assert "Baum" in first  # the term's target
+    # A line without the term: as without the glossary.
+    assert second == command("examples/translate.py", small_run, stdin=text)[1].decode(
+    ).splitlines()[1]
+    terms.write_text("Haus\tBaum\nhaus\tklein\n")
+    _error(command("examples/translate.py", small_run, "--glossary", terms,
+                   stdin=b"das Haus\n"),
+           "terms.tsv, lines 1 and 2: the source term 'haus' has two targets")
+    _error(command("examples/translate.py", small_run, "--glossary", tmp_path / "none.tsv",
+                   stdin=b"das Haus\n"), "Cannot read the glossary")
 
 
 def test_corpus_commands_check_their_options_before_any_work(small_run, tmp_path):
