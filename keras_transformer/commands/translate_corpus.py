@@ -64,6 +64,9 @@ def parser():
                         "language where its folder says it, else English)")
     p.add_argument("--threads", type=cli.positive_int,
                    help="CPU threads of a CTranslate2, ONNX or LiteRT model")
+    p.add_argument("--glossary", metavar="FILE",
+                   help="terms every translation uses: a .tsv or .csv (DeepL's) or .tbx file "
+                        "(docs/glossaries.md; the keras runtime); local or remote (gs://)")
     cli.add_sampling_arguments(p)
     cli.add_verbose_argument(p)
     return p
@@ -86,7 +89,8 @@ def main(argv=None):
                           args.sampling_temperature, args.seed),
         batch_size=args.batch_size, batch_tokens=args.batch_tokens, shards=args.shards,
         parallel_corpus=args.parallel_corpus, beam_args=beam_args, overwrite=args.overwrite,
-        threads=args.threads, language=args.source_language, split=not args.no_split)
+        threads=args.threads, language=args.source_language, split=not args.no_split,
+        glossary=args.glossary)
     for path, notes in manifest["inputs"].items():
         for note in Lines(path, [], notes["replaced"], notes["nul"]).warnings():
             cli.warn(note)

@@ -90,6 +90,23 @@ class Constraints:
         return cls(tf.constant(phrases), tf.constant(owner))
 
 
+def of_text(tokenizer, phrases, owner):
+    """The `Constraints` of target phrases given as text, in the graph (a
+    SavedModel's signature): `phrases` string `(batch, phrases)` ("" for
+    none), `owner` int32 of the same shape (the constraint each phrase is
+    an alternative of; ignored where the phrase is ""). A phrase of more
+    than `MAX_PHRASE_TOKENS` target tokens fails the call."""
+    shape = tf.shape(phrases)
+    ids = tokenizer.tokenize_target(tf.reshape(phrases, [-1]))
+    checked = tf.debugging.assert_less_equal(
+        ids.row_lengths(), tf.cast(MAX_PHRASE_TOKENS, ids.row_lengths().dtype),
+        message=f"a constraint's phrase is over {MAX_PHRASE_TOKENS} target tokens")
+    with tf.control_dependencies([checked]):
+        dense = ids.to_tensor(default_value=-1, shape=[None, MAX_PHRASE_TOKENS])
+    dense = tf.reshape(tf.cast(dense, tf.int32), tf.concat([shape, [MAX_PHRASE_TOKENS]], 0))
+    return Constraints(dense, tf.where(tf.reduce_any(dense >= 0, axis=-1), owner, -1))
+
+
 def transitions(phrases):
     """Each phrase's Knuth-Morris-Pratt automaton as a table: int32
     `(..., MAX_PHRASE_TOKENS + 1, MAX_PHRASE_TOKENS)` whose entry `[p, q]`

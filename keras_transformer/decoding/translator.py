@@ -118,7 +118,7 @@ def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_
 
 
 def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use_cache=True,
-                   sampling=None):
+                   sampling=None, constraints=None):
     """Translates a batch of strings in one graph.
 
     Args:
@@ -129,16 +129,20 @@ def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use
             a scalar (tensors allowed).
         sampling: a `Sampling` to draw the translations instead of beam
             search (`beam_size` is then not used).
+        constraints: a `Constraints` each translation must hold (see
+            `beam_search`).
 
     Returns:
         `(translations, scores)`: string `(batch, beam_size)` (with
         `sampling`, `(batch, 1)`) and float32 of the same shape, best
-        first; blank inputs give "" and 0.
+        first; blank inputs give "" and 0. With `constraints`, also
+        whether each hypothesis holds them (`SearchResult.met`).
     """
     source_ids, blank = encode_sources(tokenizer, texts, model.config.max_source_tokens)
-    translations, scores, _ = translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha,
-                                            decode_margin, use_cache, sampling)
-    return translations, scores
+    translations, scores, _, *met = translate_ids(
+        model, tokenizer, source_ids, blank, beam_size, alpha, decode_margin, use_cache, sampling,
+        constraints=constraints)
+    return (translations, scores, *met)
 
 
 class Translator:

@@ -8,8 +8,12 @@ Two SavedModels come out of a model:
   paper's defaults; `translate` takes the beam size, alpha and decode margin
   as inputs and returns n-best lists; `sample` draws each translation from
   the model's distribution (top_k, 0 for all tokens; temperature; seed;
-  decode margin: `decoding.Sampling`), for back-translation; plus the id
-  signatures below. Loading it
+  decode margin: `decoding.Sampling`), for back-translation;
+  `translate_constrained` takes each sentence's target phrases too (a
+  glossary's terms: `phrases`, strings `(batch, phrases)`, "" for none, and
+  `owner`, the constraint each is an alternative of) and returns n-best
+  lists that hold them (`met` says which do: lexically constrained beam
+  search, `decoding.constraints`); plus the id signatures below. Loading it
   needs TF Text's ops: `import tensorflow_text` in Python, or a TensorFlow
   Serving build that links them.
 - the core model (`include_text=False`): only the id signatures, made of core
@@ -25,7 +29,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.decoding import Sampling, beam_search, translate_text
+from keras_transformer.decoding import Sampling, beam_search, constraints, translate_text
 from keras_transformer.export.checks import CHECK_SENTENCES, agreement, require
 from keras_transformer.export.formats import ExportFormat
 from keras_transformer.export.traced import graph_function
@@ -36,6 +40,7 @@ _IDS = tf.TensorSpec([None, None], tf.int32)
 _TEXT = tf.TensorSpec([None], tf.string)
 _INT = tf.TensorSpec([], tf.int32)
 _FLOAT = tf.TensorSpec([], tf.float32)
+_PHRASES = tf.TensorSpec([None, None], tf.string)
 
 
 class ServingModule(tf.Module):
@@ -60,6 +65,8 @@ class ServingModule(tf.Module):
             self.translate = graph_function(self._translate, [_TEXT, _INT, _FLOAT, _INT])
             self.serving_default = graph_function(self._serving_default, [_TEXT])
             self.sample = graph_function(self._sample, [_TEXT, _INT, _FLOAT, _INT, _INT])
+            self.translate_constrained = graph_function(
+                self._translate_constrained, [_TEXT, _PHRASES, _IDS, _INT, _FLOAT, _INT])
 
     def _search_ids(self, source_ids, beam_size, alpha, decode_margin):
         result = beam_search(self.model, source_ids, beam_size=beam_size, alpha=alpha,
@@ -76,6 +83,12 @@ class ServingModule(tf.Module):
         translations, scores = translate_text(self.model, self.tokenizer, text, beam_size, alpha,
                                               decode_margin)
         return {"translations": translations, "scores": scores}
+
+    def _translate_constrained(self, text, phrases, owner, beam_size, alpha, decode_margin):
+        translations, scores, met = translate_text(
+            self.model, self.tokenizer, text, beam_size, alpha, decode_margin,
+            constraints=constraints.of_text(self.tokenizer, phrases, owner))
+        return {"translations": translations, "scores": scores, "met": met}
 
     def _sample(self, text, top_k, temperature, seed, decode_margin):
         translations, scores = translate_text(
@@ -136,7 +149,8 @@ def save_traced(path, signatures, captured):
 def signature_names(text):
     """The signatures of a text SavedModel (`text=True`) or a core one."""
     core = ["encode", "logits", "search_ids"]
-    return sorted(core + ["sample", "serving_default", "translate"]) if text else core
+    return sorted(core + ["sample", "serving_default", "translate", "translate_constrained"]) \
+        if text else core
 
 
 def save(model, path, tokenizer=None):

@@ -22,6 +22,7 @@ import zlib
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
 from keras_transformer import run_folder
+from keras_transformer.glossary import Glossary, GlossaryError
 from keras_transformer.documents import TextDocument
 from keras_transformer.batch_defaults import DEFAULT_IN_FLIGHT
 from keras_transformer.runtimes import Decoding, check_runtime, default_runtime, open_runtime
@@ -61,10 +62,13 @@ class ExportModelHandler(ModelHandler):
         split: translate each line sentence by sentence, joined back with
             its own spacing (`documents.TextDocument`); False takes a line as
             one input.
+        glossary: `(data, format)` of a glossary file (`glossary.FORMATS`)
+            every translation obeys (the keras runtime's), read again by
+            each worker as it loads the model; None: none.
     """
 
     def __init__(self, export_dir, runtime=None, decoding=Decoding(), threads=None,
-                 in_flight=DEFAULT_IN_FLIGHT, language=None, split=True):
+                 in_flight=DEFAULT_IN_FLIGHT, language=None, split=True, glossary=None):
         super().__init__()
         runtime = runtime or default_runtime(export_dir)
         check_runtime(export_dir, runtime, decoding)
@@ -77,18 +81,35 @@ class ExportModelHandler(ModelHandler):
         self.in_flight = in_flight if runtime in ("saved_model", "keras") else 1
         self.language = language or (run_folder.languages(export_dir) or ("en",))[0]
         self.split = split
+        self.glossary_file, self._glossary = glossary, None
+        if glossary is not None:
+            if runtime != "keras":
+                raise GlossaryError(f"--glossary is obeyed by the keras runtime's search; the "
+                                    f"{runtime} runtime runs its own: give --runtime keras")
+            self._read_glossary()  # a mistake in it, before any work
+
+    def _read_glossary(self):
+        data, format = self.glossary_file
+        target = (run_folder.languages(self.export_dir) or (None, None))[1]
+        return Glossary.parse(data, format, self.language, target, name="--glossary")
 
     def load_model(self):
-        return open_runtime(self.export_dir, self.runtime, self.decoding, self.threads,
-                            self.in_flight)
+        if self.glossary_file is not None:
+            self._glossary = self._read_glossary()
+        runtime = open_runtime(self.export_dir, self.runtime, self.decoding, self.threads,
+                               self.in_flight)
+        runtime.check_glossary(self._glossary)
+        return runtime
 
     def run_inference(self, batch, model, inference_args=None):
         seed = batch_seed(self.decoding.seed, batch) if self.decoding.sampling else None
         # A blank line gives "", as translate writes it.
         read = [TextDocument(line.text if line.text.strip() else "", self.language, self.split)
                 for line in batch]
+        options = {"glossary": self._glossary} if self._glossary is not None else {}
         results = iter(model.translate([sentence for document in read
-                                        for sentence in document.sentences], seed=seed))
+                                        for sentence in document.sentences], seed=seed,
+                                       **options))
         return [PredictionResult(line, document.render([next(results)[0][0]
                                                         for _ in document.sentences]))
                 for line, document in zip(batch, read)]

@@ -43,6 +43,7 @@ from keras_transformer.batch_defaults import default_batch_tokens
 from keras_transformer.documents import TextDocument
 from keras_transformer.pipelines.export_handler import ExportModelHandler
 from keras_transformer.pipelines.runner import check_output_folder, output_folder, pipeline_options
+from keras_transformer.glossary import GlossaryError
 from keras_transformer.runtimes import Decoding, check_runtime, default_runtime
 from keras_transformer.textfiles import check_unicode_mark, decode_line
 
@@ -142,7 +143,8 @@ def input_files(pattern):
 
 def translate_corpus(export_dir, pattern, output, runtime=None, decoding=Decoding(),
                      batch_size=None, batch_tokens=None, shards=0, parallel_corpus=False,
-                     beam_args=(), overwrite=False, threads=None, language=None, split=True):
+                     beam_args=(), overwrite=False, threads=None, language=None, split=True,
+                     glossary=None):
     """Runs the pipeline and returns the manifest it wrote
     (`translate_corpus.json`).
 
@@ -173,6 +175,9 @@ def translate_corpus(export_dir, pattern, output, runtime=None, decoding=Decodin
             else English's).
         split: translate each line sentence by sentence, joined back with its
             own spacing; False takes a line as one input.
+        glossary: the path of a glossary file every translation obeys (the
+            keras runtime; `glossary.FORMATS`, by its extension), read here
+            and by each worker.
 
     Raises:
         ValueError, FileExistsError, FileNotFoundError: bad options,
@@ -186,8 +191,15 @@ def translate_corpus(export_dir, pattern, output, runtime=None, decoding=Decodin
     limit = config["max_length"] - 1
     files = input_files(pattern)
     check_output_folder(output, overwrite, MANIFEST)
+    if glossary is not None:
+        try:
+            with FileSystems.open(glossary) as file:
+                glossary = (file.read(), os.path.splitext(glossary)[1].lstrip(".").lower())
+        except (OSError, ValueError) as error:  # Beam's filesystems: either, in one line
+            raise GlossaryError(f"Cannot read the glossary {glossary}: "
+                                f"{' '.join(str(error).split())[:300]}") from None
     handler = ExportModelHandler(export_dir, runtime, decoding, threads, language=language,
-                                 split=split)
+                                 split=split, glossary=glossary)
     if batch_tokens is None:
         sampling = handler.decoding.sampling_topk is not None
         batch_tokens = default_batch_tokens(1 if sampling else handler.decoding.beam_size)

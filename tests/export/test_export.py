@@ -124,8 +124,39 @@ def test_saved_model_cli_lists_the_signatures(exported):
     shown = subprocess.run([cli, "show", "--dir", str(exported / "saved_model"), "--all"],
                            capture_output=True, text=True, check=True, timeout=300,
                            env=processes.environment()).stdout
-    for name in ("serving_default", "translate", "search_ids", "logits", "encode"):
+    for name in ("serving_default", "translate", "translate_constrained", "search_ids", "logits",
+                 "encode"):
         assert f"signature_def['{name}']" in shown
+
+
+@pytest.mark.slow
+def test_the_constrained_signature_translates_as_the_translator_with_a_glossary(
+        exported, reference):
+    """A TF Serving client gives each sentence's target phrases (a glossary's
+    terms and their alternatives, as `Glossary.constraints` finds them); the
+    SavedModel's best translations are the Translator's with that glossary."""
+    from keras_transformer.glossary import Glossary
+
+    model, tokenizer = reference
+    glossary = Glossary.of([("Haus", "Baum"), ("klein", "oder dort")], "de")
+    sentences = SENTENCES[1:4] + ["ein Baum"]
+    expected = Translator(model, tokenizer).translate(sentences, glossary=glossary)
+    asked = [glossary.constraints(sentence)[0] for sentence in sentences]
+    width = max(sum(len(alternatives) for alternatives in each) for each in asked)
+    phrases = [[text for alternatives in each for text in alternatives] for each in asked]
+    owner = [[number for number, alternatives in enumerate(each) for _ in alternatives]
+             for each in asked]
+    signature = tf.saved_model.load(str(exported / "saved_model")).signatures[
+        "translate_constrained"]
+    config = model.config
+    found = signature(
+        text=tf.constant(sentences),
+        phrases=tf.constant([row + [""] * (width - len(row)) for row in phrases]),
+        owner=tf.constant([row + [-1] * (width - len(row)) for row in owner], tf.int32),
+        beam_size=tf.constant(config.beam_size), alpha=tf.constant(config.length_penalty),
+        decode_margin=tf.constant(config.decode_margin))
+    assert [row[0].decode() for row in found["translations"].numpy()] == expected
+    assert found["met"].numpy()[:, 0].all() and any(asked) and not all(asked)
 
 
 def test_onnx_forward_matches_keras(exported, reference):

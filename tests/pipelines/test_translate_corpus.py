@@ -125,6 +125,25 @@ def test_a_run_folder_is_translated_by_its_translator(small_run, inputs, tmp_pat
     assert read_translations(tmp_path / "run") == expected
 
 
+def test_a_glossary_is_obeyed_as_the_translator_obeys_it(small_run, inputs, tmp_path):
+    from keras_transformer.glossary import Glossary
+
+    folder, lines = inputs
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("Haus\tBaum\nklein\toder dort\n", encoding="utf-8")
+    translate_corpus(small_run, str(folder / "a.txt"), tmp_path / "run", glossary=str(terms))
+    glossary = Glossary.read(str(terms), "de")
+    translator = Translator.from_directory(str(small_run))
+    only_a = {path: text for path, text in lines.items() if path.endswith("a.txt")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = {(path, number): translation for path, file_lines in only_a.items()
+                    for number, translation in enumerate(translator.translate_documents(
+                        file_lines, glossary=glossary), start=1)}
+    assert read_translations(tmp_path / "run") == expected
+    assert expected != _expected(translator, only_a)  # the glossary changed some
+
+
 def test_bad_input_stops_before_any_work(small_export, inputs, tmp_path):
     folder, _ = inputs
     utf16 = tmp_path / "utf16"
@@ -144,6 +163,11 @@ def test_bad_input_stops_before_any_work(small_export, inputs, tmp_path):
         ((small_export, str(folder / "*"), folder), {}, FileExistsError, "pass --overwrite"),
         ((small_export, str(folder / "*"), tmp_path / "o"), {"beam_args": ["--shard", "4"]},
          ValueError, "unrecognized arguments: --shard 4 .neither"),
+        ((small_export, str(folder / "*"), tmp_path / "o"),
+         {"glossary": str(folder / "a.txt")}, ValueError,
+         "--glossary is obeyed by the keras runtime's search; the saved_model runtime"),
+        ((small_export, str(folder / "*"), tmp_path / "o"),
+         {"glossary": str(tmp_path / "none.tsv")}, ValueError, "Cannot read the glossary"),
     ]
     for args, kwargs, error, message in attempts:
         with pytest.raises(error, match=message):
