@@ -30,7 +30,8 @@ What a found term asks of the translation (`Glossary.constraints`): one of
 its entry's target terms, and for a lower-case target its capitalised
 form too (for the sentence's start). A do-not-translate entry (its target
 the source term itself: a name, a product) asks for the words exactly as
-the sentence has them. One source term with two different targets is
+the sentence has them, or as the entry writes them (an inflected form in
+the source). One source term with two different targets is
 refused (as DeepL refuses it), naming both lines.
 """
 
@@ -129,29 +130,34 @@ class Glossary:
     `name` is what messages call it (its file).
 
     Raises `GlossaryError` for no entry, or a source term given two
-    different targets."""
+    different targets (with `keep_first`, the later entry is left out
+    instead: a large glossary merged from several)."""
 
-    def __init__(self, entries, source_language, name="the glossary"):
+    def __init__(self, entries, source_language, name="the glossary", keep_first=False):
         self.name, self.source_language = name, source_language
         self._words = _Words(source_language)
         merged, owners = [], {}
         for entry in entries:
+            added = False
             for form in entry.sources:
                 keys = self._keys(form)
                 if not keys:
                     raise GlossaryError(f"{name}, line {entry.line}: the source term {form!r} "
                                         "has no word to match")
                 key = _SEPARATOR.join(keys)
+                if owners.get(key) == len(merged):  # two forms of this entry, one lemma
+                    continue
                 if key in owners:
                     other = merged[owners[key]]
-                    if set(other.targets) != set(entry.targets):
+                    if set(other.targets) != set(entry.targets) and not keep_first:
                         raise GlossaryError(
                             f"{name}, lines {other.line} and {entry.line}: the source term "
                             f"{form!r} has two targets ({' | '.join(other.targets)!r} and "
                             f"{' | '.join(entry.targets)!r}); keep one")
                     continue
-                owners[key] = len(merged)
-            merged.append(entry)
+                owners[key], added = len(merged), True
+            if added:  # (an entry whose forms all repeat another's adds nothing)
+                merged.append(entry)
         if not merged:
             raise GlossaryError(f"{name} holds no entry; write one source and target term a "
                                 "line")
@@ -202,11 +208,12 @@ class Glossary:
         return cls(entries, source_language, name)
 
     @classmethod
-    def of(cls, pairs, source_language, name="the glossary"):
+    def of(cls, pairs, source_language, name="the glossary", keep_first=False):
         """The glossary of `(source, target)` pairs (each a str, `|`
         separating forms), numbered from 1 as lines."""
         return cls([_entry(source, target, line, name)
-                    for line, (source, target) in enumerate(pairs, 1)], source_language, name)
+                    for line, (source, target) in enumerate(pairs, 1)], source_language, name,
+                   keep_first)
 
     def find(self, text):
         """The terms found in `text` (`Found`), in order, none overlapping:
@@ -257,8 +264,9 @@ class Glossary:
             if term.entry in seen:
                 continue
             seen.add(term.entry)
-            if term.entry.verbatim:
-                alternatives = [text[term.start:term.end]]
+            if term.entry.verbatim:  # as written here, or as the entry writes it
+                alternatives = list(dict.fromkeys([text[term.start:term.end],
+                                                   *term.entry.targets]))
             else:
                 alternatives = list(dict.fromkeys(
                     form for target in term.entry.targets

@@ -101,7 +101,7 @@ def test_case_rules_and_do_not_translate_entries():
     asked, found = glossary.constraints("keras by IBM, near the bank")
     # Do-not-translate: the words as the text has them; a lower-case target
     # also capitalised (the sentence's start); each entry asked once.
-    assert asked == [["keras"], ["IBM"], ["riverbank", "Riverbank"]]
+    assert asked == [["keras", "Keras"], ["IBM"], ["riverbank", "Riverbank"]]
     assert [term.entry.sources[0] for term in found] == ["Keras", "IBM", "bank"]
     assert glossary.constraints("the bank and the banks")[0] == [["riverbank", "Riverbank"]]
 

@@ -18,8 +18,10 @@ the traced search as Hu et al. 2019 do (fairseq's `--constraints`):
 - Each candidate's progress on each alternative is a state of that
   phrase's Knuth-Morris-Pratt automaton (`transitions`: the longest prefix
   of the phrase the hypothesis ends with), so partial matches that fail
-  fall back correctly; an alternative whose whole phrase has been written
-  meets its constraint for good.
+  fall back correctly. An alternative whose whole phrase has been written
+  meets its constraint for good once the word it ends is ended too: the
+  next token starts a word, or is punctuation or the end (`word_starts`;
+  "insult" followed by "ure" writes "insulture", no insult).
 - The candidates are banked by the constraint tokens they have met (a met
   constraint counts its longest alternative's length, an unmet one its
   best progress) and the K kept are taken from the banks in turn, the
@@ -62,13 +64,20 @@ class Constraints:
         owner: int32 `(batch, phrases)`: the constraint (0, 1, ...) each
             phrase is an alternative of; -1 for a padding row. A sentence
             whose phrases are all padding has no constraint.
+        word_starts: bool `(target vocabulary,)`: the tokens after which a
+            phrase's last word has ended (`word_starts`); None: every token.
+        every: True where every sentence of the batch has constraints (a
+            Python bool: the search then runs the constrained step alone,
+            not beside the unconstrained one).
     """
 
     phrases: tf.Tensor
     owner: tf.Tensor
+    word_starts: tf.Tensor = None
+    every: bool = False
 
     @classmethod
-    def of(cls, sentences):
+    def of(cls, sentences, word_starts=None):
         """The constraints of `sentences`, for each a list of constraints,
         each a list of alternatives, each a list of target token ids (a
         sentence may have none: `[]`). Raises a ValueError for an empty
@@ -87,15 +96,31 @@ class Constraints:
                     phrases[index, row, :len(ids)] = ids
                     owner[index, row] = number
                     row += 1
-        return cls(tf.constant(phrases), tf.constant(owner))
+        return cls(tf.constant(phrases), tf.constant(owner), word_starts)
 
 
-def of_text(tokenizer, phrases, owner):
+def word_starts(pieces, eos_id):
+    """Which tokens of a target vocabulary (`pieces`, its strings in id
+    order) may follow a word that ends there: for SentencePiece's pieces
+    (a word's first marked with "▁"), those that start a word, and those
+    without a letter or digit (punctuation); the end token too. Elsewhere
+    (BPE that marks a word's continuation on the piece before, FSMT's "@@"):
+    None, every token."""
+    if not any(piece.startswith("\u2581") for piece in pieces):
+        return None
+    starts = np.array([piece.startswith("\u2581") or not any(c.isalnum() for c in piece)
+                       for piece in pieces])
+    starts[eos_id] = True
+    return tf.constant(starts)
+
+
+def of_text(tokenizer, phrases, owner, starts=None):
     """The `Constraints` of target phrases given as text, in the graph (a
     SavedModel's signature): `phrases` string `(batch, phrases)` ("" for
     none), `owner` int32 of the same shape (the constraint each phrase is
-    an alternative of; ignored where the phrase is ""). A phrase of more
-    than `MAX_PHRASE_TOKENS` target tokens fails the call."""
+    an alternative of; ignored where the phrase is ""); `starts`: see
+    `Constraints.word_starts`. A phrase of more than `MAX_PHRASE_TOKENS`
+    target tokens fails the call."""
     shape = tf.shape(phrases)
     ids = tokenizer.tokenize_target(tf.reshape(phrases, [-1]))
     checked = tf.debugging.assert_less_equal(
@@ -104,7 +129,7 @@ def of_text(tokenizer, phrases, owner):
     with tf.control_dependencies([checked]):
         dense = ids.to_tensor(default_value=-1, shape=[None, MAX_PHRASE_TOKENS])
     dense = tf.reshape(tf.cast(dense, tf.int32), tf.concat([shape, [MAX_PHRASE_TOKENS]], 0))
-    return Constraints(dense, tf.where(tf.reduce_any(dense >= 0, axis=-1), owner, -1))
+    return Constraints(dense, tf.where(tf.reduce_any(dense >= 0, axis=-1), owner, -1), starts)
 
 
 def transitions(phrases):
@@ -133,38 +158,40 @@ def transitions(phrases):
 def initial_state(sentences, k):
     """The entries constrained search adds to beam search's sentences
     (`search.initial_beams`): for each alive hypothesis its progress on each
-    phrase and which phrases it has written, the same for the finished
-    ones, and each sentence's phrase lengths and automata."""
+    phrase and which phrases it has written, whether each finished one
+    holds its constraints; and each sentence's constants: its phrases'
+    lengths and automata, which phrases are alternatives of one constraint
+    (`same`), the longest alternative of each phrase's constraint, and the
+    first phrase of each constraint (`first`, what counts it in a bank)."""
     phrases, owner = sentences["phrases"], sentences["owner"]
     batch, rows = tf.shape(phrases)[0], tf.shape(phrases)[1]
     lengths = tf.reduce_sum(tf.cast(phrases >= 0, tf.int32), axis=-1)
+    same = (owner[:, :, None] == owner[:, None, :]) & (owner[:, None, :] >= 0)
+    index = tf.range(rows)
+    first = tf.reduce_all(~same | (index[None, None, :] <= index[None, :, None]), axis=1)
     return {"alive_progress": tf.zeros([batch, k, rows], tf.int32),
             "alive_seen": tf.zeros([batch, k, rows], tf.bool),
-            "finished_seen": tf.zeros([batch, k, rows], tf.bool),
-            "phrase_lengths": lengths, "automata": transitions(phrases),
+            "finished_met": tf.zeros([batch, k], tf.bool),
+            "phrase_lengths": lengths, "automata": transitions(phrases), "same": same,
+            "longest": tf.reduce_max(tf.where(same, lengths[:, None, :], 0), axis=-1),
+            "first": first & (owner >= 0),
             "constrained": tf.reduce_any(owner >= 0, axis=1)}
 
 
-def met(seen, owner):
+def met(seen, same, owner):
     """Whether each phrase's constraint is met `(batch, hypotheses,
-    phrases)`: any of its alternatives written (`seen`, of the same shape);
-    padding rows count as met."""
-    same = (owner[:, :, None] == owner[:, None, :]) & (owner[:, None, :] >= 0)
+    phrases)`: any of its alternatives written (`seen`, of the same shape;
+    `same`: see `initial_state`); padding rows count as met."""
     return tf.reduce_any(seen[:, :, None, :] & same[:, None], axis=-1) | (owner < 0)[:, None]
 
 
-def _tokens_met(progress, seen, owner, lengths):
-    """The bank of each hypothesis `(batch, K)`: over its constraints, the
-    longest alternative's length where met, else its best progress."""
-    same = (owner[:, :, None] == owner[:, None, :]) & (owner[:, None, :] >= 0)
-    longest = tf.reduce_max(tf.where(same, lengths[:, None, :], 0), axis=-1)  # (batch, phrases)
-    value = tf.where(met(seen, owner), longest[:, None], progress)
-    best = tf.reduce_max(tf.where(same[:, None], value[:, :, None, :], 0), axis=-1)
-    # One phrase of each constraint counts it: its first.
-    index = tf.range(tf.shape(owner)[1])
-    first = tf.reduce_all(~same | (index[None, None, :] <= index[None, :, None]), axis=1)
-    first = (first & (owner >= 0))[:, None]
-    return tf.reduce_sum(tf.where(first, best, 0), axis=-1)
+def _tokens_met(progress, seen, s):
+    """The bank of each hypothesis `(batch, hypotheses)`: over its
+    constraints, the longest alternative's length where met, else its best
+    progress."""
+    value = tf.where(met(seen, s["same"], s["owner"]), s["longest"][:, None], progress)
+    best = tf.reduce_max(tf.where(s["same"][:, None], value[:, :, None, :], 0), axis=-1)
+    return tf.reduce_sum(tf.where(s["first"][:, None], best, 0), axis=-1)
 
 
 def _order(key, scores, valid):
@@ -182,16 +209,17 @@ def _order(key, scores, valid):
 
 
 def constrained_step(s, log_probs, step, k, copies, alpha, config, extensions, length_penalty,
-                     write, attended=None):
+                     write, starts=None, attended=None):
     """Beam search's step (`search.beam_step`) under constraints: the same
     arguments and returns, with `s` holding the entries of `initial_state`
     and each sentence's `phrases` and `owner`; `extensions` is beam
     search's top-2K `(log_probs, beams, tokens)` of this step;
-    `length_penalty` and `write` are `search`'s."""
+    `length_penalty` and `write` are `search`'s; `starts`:
+    `Constraints.word_starts`."""
     live = tf.shape(s["alive"])[0]
     phrases, owner, lengths = s["phrases"], s["owner"], s["phrase_lengths"]
     rows = tf.shape(phrases)[1]
-    alive_met = met(s["alive_seen"], owner)
+    alive_met = met(s["alive_seen"], s["same"], owner)
     # The candidates: (beam, token) pairs.
     top_log_probs, top_beams, top_tokens = extensions
     best_tokens = tf.reshape(tf.argmax(log_probs, axis=-1, output_type=tf.int32), [live, copies])
@@ -224,9 +252,12 @@ def constrained_step(s, log_probs, step, k, copies, alpha, config, extensions, l
                       batch_dims=2)  # (live, rows, M, q)
     is_token = tf.equal(phrases[:, :, None, :], tokens[:, None, :, None])
     progress = tf.transpose(tf.reduce_max(tf.where(is_token, table, 0), axis=-1), [0, 2, 1])
-    seen = (tf.gather(s["alive_seen"], beams, batch_dims=1)
-            | ((progress == lengths[:, None]) & (owner[:, None] >= 0)))
-    all_met = tf.reduce_all(met(seen, owner), axis=-1)
+    # A phrase written whole at the parent is met by a token that ends its word.
+    ended = (parent_progress == lengths[:, None]) & (owner[:, None] >= 0)
+    if starts is not None:
+        ended &= tf.gather(starts, tokens)[..., None]
+    seen = tf.gather(s["alive_seen"], beams, batch_dims=1) | ended
+    all_met = tf.reduce_all(met(seen, s["same"], owner), axis=-1)
     sequences = write(tf.gather(s["alive"], beams, batch_dims=1), step + 1, tokens)
     is_end = tf.equal(tokens, config.eos_id)
     at_limit = tf.expand_dims(step + 1 >= s["limit"], -1)
@@ -239,7 +270,7 @@ def constrained_step(s, log_probs, step, k, copies, alpha, config, extensions, l
     eligible = is_end & valid & (all_met | at_limit) & ~done[:, None]
     merged_scores = tf.concat([s["finished_scores"],
                                tf.where(eligible, scores / penalty, _NEG_INF)], 1)
-    merged_met = tf.concat([tf.reduce_all(met(s["finished_seen"], owner), axis=-1), all_met], 1)
+    merged_met = tf.concat([s["finished_met"], all_met], 1)
     finished_keep = tf.math.top_k(
         tf.where(merged_met | (merged_scores <= _NEG_INF / 2), merged_scores,
                  merged_scores + _UNMET), k=k).indices
@@ -249,7 +280,7 @@ def constrained_step(s, log_probs, step, k, copies, alpha, config, extensions, l
 
     # Alive: the K taken from the banks in turn.
     alive_valid = valid & ~is_end
-    bank = _tokens_met(progress, seen, owner, lengths)
+    bank = _tokens_met(progress, seen, s)
     rank = _order(-bank, scores, alive_valid)  # within its bank: same key, by score
     same_bank = bank[:, None, :] == bank[:, :, None]
     stripe = tf.reduce_sum(tf.cast(same_bank & (rank[:, None, :] < rank[:, :, None])
@@ -266,7 +297,7 @@ def constrained_step(s, log_probs, step, k, copies, alpha, config, extensions, l
         "finished_scores": finished_scores,
         "finished_log_probs": keep_finished(s["finished_log_probs"],
                                             tf.where(eligible, scores, _NEG_INF)),
-        "finished_seen": keep_finished(s["finished_seen"], seen),
+        "finished_met": keep_finished(s["finished_met"], all_met),
         "finished_count": s["finished_count"] + tf.reduce_sum(tf.cast(eligible, tf.int32),
                                                               axis=1),
     }

@@ -586,7 +586,7 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
         part = {"tokens": s["finished"], "scores": s["finished_scores"],
                 "log_probs": s["finished_log_probs"]}
         if constraints is not None:
-            part["met"] = tf.reduce_all(lexical.met(s["finished_seen"], s["owner"]), axis=-1)
+            part["met"] = s["finished_met"]
         return part | {"attended": s["finished_attended"]} if aligned else part
 
     results = finished_part(sentences)
@@ -600,15 +600,21 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
         log_probs, state, attended = decoder.log_probs(
             tf.reshape(s["alive"][:, :copies], [live * copies, -1]), step, state,
             at_limit=tf.repeat(step + 1 >= s["limit"], copies))
-        sentences, rows = beam_step(s, log_probs, step, k, copies, alpha, config, attended)
+        if constraints is None or not constraints.every:
+            sentences, rows = beam_step(s, log_probs, step, k, copies, alpha, config, attended)
         if constraints is not None:  # the constrained sentences' step instead
             bound, bound_rows = lexical.constrained_step(
                 s, log_probs, step, k, copies, alpha, config,
-                top_extensions(s, log_probs, k, copies), length_penalty, _write, attended)
-            constrained = s["constrained"]
-            sentences = {name: _where_sentences(constrained, bound[name], value)
-                         if name in bound else value for name, value in (s | sentences).items()}
-            rows = tf.where(constrained[:, None], bound_rows, rows)
+                top_extensions(s, log_probs, k, copies), length_penalty, _write,
+                constraints.word_starts, attended)
+            if constraints.every:
+                sentences, rows = bound, bound_rows
+            else:
+                constrained = s["constrained"]
+                sentences = {name: _where_sentences(constrained, bound[name], value)
+                             if name in bound else value
+                             for name, value in (s | sentences).items()}
+                rows = tf.where(constrained[:, None], bound_rows, rows)
         if drop:
             def drop_done(sentences, state, results, rows):
                 kept, sentences, results = _drop_done(

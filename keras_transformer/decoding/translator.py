@@ -36,7 +36,7 @@ from keras_transformer.batch_defaults import (
     length_batches,
 )
 from keras_transformer.data.tokenizer import encode_sources
-from keras_transformer.decoding.constraints import MAX_PHRASE_TOKENS, Constraints
+from keras_transformer.decoding.constraints import MAX_PHRASE_TOKENS, Constraints, word_starts
 from keras_transformer.decoding.alignment import (
     alignment_layer,
     attention_alignments,
@@ -247,7 +247,10 @@ class Translator:
         self._translate, self._translate_n_best = (
             self._traced_search(best_only) for best_only in (True, False))
         self._translate_aligned = self._traced_search(True, alignment_layer(self.model))
-        # The same three under a glossary's constraints (traced on first use).
+        # The same three under a glossary's constraints (traced on first use),
+        # whose phrases end where a word does.
+        self._word_starts = word_starts(
+            tokenizer.target_pieces(range(model.target_vocab_size)), model.config.eos_id)
         self._bound = {(best_only, aligned): self._traced_search(
             best_only, alignment_layer(self.model) if aligned else None, constrained=True)
             for best_only, aligned in ((True, False), (False, False), (True, True))}
@@ -275,7 +278,8 @@ class Translator:
                 model, tokenizer, source_ids, blank, beam_size, alpha, self.decode_margin,
                 sampling=sampling and dataclasses.replace(sampling, seed=seed),
                 best_only=best_only, alignment_layer=alignment_layer,
-                output_weights=output_weights, constraints=Constraints(*bound) if bound else None)
+                output_weights=output_weights,
+                constraints=Constraints(*bound, self._word_starts, every=True) if bound else None)
 
         # The search's loops and branches are tf.while_loop and tf.cond
         # already; autograph's rewriting of its Python was most of the first

@@ -65,6 +65,8 @@ class ServingModule(tf.Module):
             self.translate = graph_function(self._translate, [_TEXT, _INT, _FLOAT, _INT])
             self.serving_default = graph_function(self._serving_default, [_TEXT])
             self.sample = graph_function(self._sample, [_TEXT, _INT, _FLOAT, _INT, _INT])
+            self.word_starts = constraints.word_starts(
+                tokenizer.target_pieces(range(model.target_vocab_size)), config.eos_id)
             self.translate_constrained = graph_function(
                 self._translate_constrained, [_TEXT, _PHRASES, _IDS, _INT, _FLOAT, _INT])
 
@@ -87,7 +89,7 @@ class ServingModule(tf.Module):
     def _translate_constrained(self, text, phrases, owner, beam_size, alpha, decode_margin):
         translations, scores, met = translate_text(
             self.model, self.tokenizer, text, beam_size, alpha, decode_margin,
-            constraints=constraints.of_text(self.tokenizer, phrases, owner))
+            constraints=constraints.of_text(self.tokenizer, phrases, owner, self.word_starts))
         return {"translations": translations, "scores": scores, "met": met}
 
     def _sample(self, text, top_k, temperature, seed, decode_margin):
