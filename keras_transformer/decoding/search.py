@@ -585,8 +585,8 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     def finished_part(s):
         part = {"tokens": s["finished"], "scores": s["finished_scores"],
                 "log_probs": s["finished_log_probs"]}
-        if constraints is not None:
-            part["met"] = s["finished_met"]
+        if constraints is not None:  # (a sentence without any holds them all)
+            part["met"] = s["finished_met"] | ~s["constrained"][:, None]
         return part | {"attended": s["finished_attended"]} if aligned else part
 
     results = finished_part(sentences)

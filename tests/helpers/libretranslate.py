@@ -34,10 +34,9 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import time
-import urllib.request
 
 from helpers.processes import ROOT, free_ports
+from helpers.servers import wait_until_up
 
 VERSION = "1.9.6"
 """The LibreTranslate release the checks were written against."""
@@ -165,20 +164,8 @@ def start(packages, work, languages, *flags, threads=None):
         [command, "--host", "127.0.0.1", "--port", str(port), "--load-only",
          ",".join(languages), *flags], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            log.close()
-            raise RuntimeError("LibreTranslate exited: "
-                               + (work / "libretranslate.log").read_text()[-3000:])
-        try:
-            urllib.request.urlopen(url + "health", timeout=5)
-            return process, url
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    raise TimeoutError("LibreTranslate did not start: "
-                       + (work / "libretranslate.log").read_text()[-3000:])
+    wait_until_up(url, process, lambda: (work / "libretranslate.log").read_text(), seconds=120)
+    return process, url
 
 
 def write_keys(work, keys):

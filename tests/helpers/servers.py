@@ -21,15 +21,22 @@ def start(model, *options, languages="de-en", log=None):
                                stdout=log or subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env=processes.environment())
     url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 180
+    wait_until_up(url, process, lambda: process.communicate()[0] if log is None else "")
+    return process, url
+
+
+def wait_until_up(url, process, output, seconds=180):
+    """Waits until the server `process` answers `url`/health; raises with
+    the end of its `output()` if it exits, or kills it after `seconds`."""
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            output = process.communicate()[0] if log is None else ""
-            raise AssertionError(f"serve exited with {process.returncode}: {output[-3000:]}")
+            raise AssertionError(f"the server exited with {process.returncode}: "
+                                 f"{output()[-3000:]}")
         try:
             urllib.request.urlopen(url + "health", timeout=5)
-            return process, url
+            return
         except OSError:
             time.sleep(0.2)
     process.kill()
-    raise TimeoutError("the server did not start")
+    raise TimeoutError(f"the server did not start: {output()[-3000:]}")
