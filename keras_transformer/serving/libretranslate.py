@@ -162,9 +162,12 @@ class LibreTranslateApi:
         return address, None
 
     def _admitted(self, request, fields):
-        """The client, let in by its key and its request limit."""
+        """The client, let in by its key and its request limit, and charged
+        one request (whatever its answer, as LibreTranslate charges: a flood
+        of bad requests is limited too)."""
         client, key = self._client(request, fields)
         self.limits.admit(client, key and key.req_limit)
+        self.limits.spend(client, 1, key and key.req_limit)
         return client, key
 
     def _char_limit(self, key):
@@ -202,7 +205,8 @@ class LibreTranslateApi:
         glossary = self._glossary(fields.get("glossary"), source, target)
         translations, others, detections = await self.service.translate_texts(
             texts, source, target, text_format, n_best, glossary)
-        self.limits.spend(client, len(texts) if is_list else 1, key and key.req_limit)
+        if is_list:  # a list of n texts costs n requests
+            self.limits.spend(client, len(texts) - 1, key and key.req_limit)
         answer = {"translatedText": translations if is_list else translations[0]}
         if alternatives:
             answer["alternatives"] = others if is_list else others[0]
@@ -250,12 +254,10 @@ class LibreTranslateApi:
 
     async def detect(self, request):
         fields = await self._fields(request)
-        client, key = self._admitted(request, fields)
+        self._admitted(request, fields)
         texts, is_list = _texts(fields.get("q"))
         detector = self.service.detector
-        answer = detector.detect_many(texts) if is_list else detector.detect(texts[0])
-        self.limits.spend(client, 1, key and key.req_limit)
-        return JSONResponse(answer)
+        return JSONResponse(detector.detect_many(texts) if is_list else detector.detect(texts[0]))
 
     async def translate_file(self, request):
         fields = await self._fields(request, self.settings.max_request_bytes
@@ -274,8 +276,8 @@ class LibreTranslateApi:
             self.service.route(source, target)
         char_limit = self._char_limit(key)
         stored = await self.service.translate_file(name, upload.data, source, target)
-        cost = max(1, len(upload.data) // char_limit) if char_limit > 0 else 1
-        self.limits.spend(client, cost, key and key.req_limit)
+        if char_limit > 0:  # a file costs its bytes over the char limit, as LibreTranslate's
+            self.limits.spend(client, len(upload.data) // char_limit - 1, key and key.req_limit)
         return JSONResponse({"translatedFileUrl": str(request.url_for("download_file",
                                                                       filename=stored))})
 
@@ -306,11 +308,10 @@ class LibreTranslateApi:
         fields = await self._fields(request)
         if self.settings.suggestions is None:
             raise Refused(403, "Suggestions are disabled on this server.")
-        client, key = self._admitted(request, fields)
+        self._admitted(request, fields)
         q, s = _required(fields, "q"), _required(fields, "s")
         source, target = _language(fields, "source"), _language(fields, "target")
         await asyncio.to_thread(self.settings.suggestions.add, q, s, source, target)
-        self.limits.spend(client, 1, key and key.req_limit)
         return JSONResponse({"success": True})
 
     async def spec(self, request):

@@ -58,7 +58,7 @@ class RequestLimits:
     window by the `limits` library (what Flask-Limiter, LibreTranslate's
     limiter, counts with). As LibreTranslate counts: a request is let in
     while its client has any of the minute's budget left, and then costs
-    what it asked for (a list of n texts, n)."""
+    what it asked for (a list of n texts, n), however it is answered."""
 
     def __init__(self, per_minute):
         self.per_minute = per_minute
@@ -76,7 +76,7 @@ class RequestLimits:
 
     def spend(self, client, cost, per_minute=None):
         item = self._item(per_minute)
-        if item is not None:  # what is left of the budget, at most: the window is full
+        if item is not None and cost > 0:  # what is left of the budget at most: the window full
             taken = min(cost, self._limiter.get_window_stats(item, client).remaining)
             if taken > 0:
                 self._limiter.hit(item, client, cost=taken)

@@ -155,7 +155,7 @@ class Service:
         if source == "auto":
             raise Refused(400, "Invalid request: a glossary needs its source language; give "
                                "source (not auto)")
-        if len(self.route(source, target)) != 1:
+        if len(self.route(source, target)) > 1:  # (none: the same language, as it is)
             raise Refused(400, f"Invalid request: a glossary applies where one model translates "
                                f"the pair; {source} to {target} goes through {PIVOT}")
 
