@@ -213,7 +213,8 @@ def constrained_step(s, log_probs, step, k, copies, alpha, config, extensions, l
     """Beam search's step (`search.beam_step`) under constraints: the same
     arguments and returns, with `s` holding the entries of `initial_state`
     and each sentence's `phrases` and `owner`; `extensions` is beam
-    search's top-2K `(log_probs, beams, tokens)` of this step;
+    search's top-2K `(log_probs, beams, tokens)` of this step and each
+    decoded row's best token (`search.top_extensions`);
     `length_penalty` and `write` are `search`'s; `starts`:
     `Constraints.word_starts`."""
     live = tf.shape(s["alive"])[0]
@@ -221,8 +222,7 @@ def constrained_step(s, log_probs, step, k, copies, alpha, config, extensions, l
     rows = tf.shape(phrases)[1]
     alive_met = met(s["alive_seen"], s["same"], owner)
     # The candidates: (beam, token) pairs.
-    top_log_probs, top_beams, top_tokens = extensions
-    best_tokens = tf.reshape(tf.argmax(log_probs, axis=-1, output_type=tf.int32), [live, copies])
+    top_log_probs, top_beams, top_tokens, best_tokens = extensions
     next_tokens = tf.gather(
         tf.broadcast_to(phrases[:, None], [live, copies, rows, MAX_PHRASE_TOKENS]),
         tf.minimum(s["alive_progress"][:, :copies], MAX_PHRASE_TOKENS - 1)[..., None],

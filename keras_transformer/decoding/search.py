@@ -438,7 +438,7 @@ def beam_step(s, log_probs, step, k, copies, alpha, config, attended=None):
         self-attention caches it takes.
     """
     live = tf.shape(s["alive"])[0]
-    top_log_probs, top_beams, top_tokens = top_extensions(s, log_probs, k, copies)
+    top_log_probs, top_beams, top_tokens, _ = top_extensions(s, log_probs, k, copies)
     top_sequences = _write(tf.gather(s["alive"], top_beams, batch_dims=1), step + 1,
                            top_tokens)
     is_end = tf.equal(top_tokens, config.eos_id)
@@ -483,7 +483,8 @@ def beam_step(s, log_probs, step, k, copies, alpha, config, attended=None):
 def top_extensions(s, log_probs, k, copies):
     """The 2K best extensions of the sentences `s`'s first `copies` beams,
     decoded into `log_probs` `(sentences * copies, vocabulary)`: their
-    log-probabilities, beams and tokens, each `(sentences, 2K)`, best first.
+    log-probabilities, beams and tokens, each `(sentences, 2K)`, best first;
+    and each decoded row's best token `(sentences, copies)`.
 
     The 2K best extensions of all beams are among the 2K best of each
     beam: each beam's vocabulary is ranked first, then the beams * 2K
@@ -499,7 +500,8 @@ def top_extensions(s, log_probs, k, copies):
                                            k=2 * k)
     top_tokens = tf.gather(tf.reshape(row_tokens, [live, copies * per_beam]), top_ids,
                            batch_dims=1)
-    return top_log_probs, top_ids // per_beam, top_tokens
+    return top_log_probs, top_ids // per_beam, top_tokens, tf.reshape(row_tokens[:, 0],
+                                                                       [live, copies])
 
 
 def beam_done(step, sentences, k, alpha, best_only):
