@@ -62,18 +62,15 @@ def search(model, source_ids, beam_size, alpha, decode_margin, use_cache=True, s
     hypothesis alone, sooner (see `beam_search`). `alignment_layer`,
     `output_weights` and `constraints` (beam search only): see
     `beam_search`."""
-    if constraints is not None:
-        return beam_search(model, source_ids, beam_size=beam_size, alpha=alpha,
-                           decode_margin=decode_margin, use_cache=use_cache, best_only=best_only,
-                           alignment_layer=alignment_layer, output_weights=output_weights,
-                           constraints=constraints)
-    if sampling is not None or (isinstance(beam_size, int) and beam_size == 1):
+    if constraints is None and (sampling is not None
+                                or (isinstance(beam_size, int) and beam_size == 1)):
         return greedy_search(model, source_ids, alpha=alpha, decode_margin=decode_margin,
                              use_cache=use_cache, sampling=sampling,
                              alignment_layer=alignment_layer, output_weights=output_weights)
     return beam_search(model, source_ids, beam_size=beam_size, alpha=alpha,
                        decode_margin=decode_margin, use_cache=use_cache, best_only=best_only,
-                       alignment_layer=alignment_layer, output_weights=output_weights)
+                       alignment_layer=alignment_layer, output_weights=output_weights,
+                       constraints=constraints)
 
 
 def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_margin,

@@ -38,7 +38,6 @@ class Sent:
 
 
 JSON_TYPES = ("application/json",)
-FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 async def read(request, max_body_bytes):

@@ -141,13 +141,11 @@ def argos_packages(ctranslate2_folder, sentencepiece_model, source, target, fold
     return folder
 
 
-def start(packages, work, languages, *flags, threads=None):
+def start(packages, work, languages, *flags):
     """LibreTranslate on a free loopback port, serving `packages` (from
     `argos_packages`) with `--load-only languages` and `flags`, its
     databases and files under `work` (its working folder); returns
-    `(process, url)` once it answers /health. `threads`: CTranslate2's
-    intra-op threads (Argos' ARGOS_INTRA_THREADS; 0, its default, all
-    cores)."""
+    `(process, url)` once it answers /health."""
     command = executable()
     if command is None:
         raise RuntimeError("LibreTranslate is not installed: pip install "
@@ -157,8 +155,6 @@ def start(packages, work, languages, *flags, threads=None):
     env = dict(os.environ, ARGOS_PACKAGES_DIR=str(packages), XDG_DATA_HOME=str(work / "data"),
                XDG_CACHE_HOME=str(work / "cache"), HOME=str(work), ARGOS_CHUNK_TYPE="MINISBD",
                TMPDIR=str(work))
-    if threads is not None:
-        env["ARGOS_INTRA_THREADS"] = str(threads)
     log = open(work / "libretranslate.log", "w")
     process = subprocess.Popen(
         [command, "--host", "127.0.0.1", "--port", str(port), "--load-only",

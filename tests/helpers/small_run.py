@@ -4,6 +4,9 @@ config.json, model.keras and a checkpoint. The model is untrained, with its
 embedding scaled up so that its next-token distributions are peaked (clear
 winners, no near-ties), and its translations are real, varied strings."""
 
+import json
+import shutil
+
 import keras
 import numpy as np
 
@@ -41,3 +44,17 @@ def write_small_run(folder, tokenizer_type="bpe", config=CONFIG):
     CheckpointCallback(folder / "checkpoints", model, optimizer, make_strategy("default"),
                        every_steps=1).save()
     return folder
+
+
+def pair_runs(small_run, folder, pairs=(("de", "en"), ("en", "fr"))):
+    """Copies of the run in `small_run`, one for each `(source, target)` of
+    `pairs` (their run.json saying so), in `folder`: a server of several
+    models, German -> French through English. Returns their paths."""
+    runs = []
+    for source, target in pairs:
+        run = folder / f"{source}-{target}"
+        shutil.copytree(small_run, run)
+        (run / "run.json").write_text(json.dumps({"options": {
+            "dataset": "local", "source_language": source, "target_language": target}}))
+        runs.append(run)
+    return runs

@@ -10,7 +10,6 @@ answered with a 4xx and one line, never a 500 or a hang. Traffic goes to
 import io
 import json
 import re
-import shutil
 import threading
 import time
 import urllib.parse
@@ -22,6 +21,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from helpers import processes
+from helpers.small_run import pair_runs
 from keras_transformer import runtimes
 from keras_transformer.documents.sentences import split_sentences
 from keras_transformer.serving import ServedModel, Settings, create_app
@@ -42,13 +42,8 @@ def _seed():
 def models(small_run, tmp_path_factory):
     """Two run folders of the small run's model, one German -> English and
     one English -> French (as their run.json says), opened as runtimes."""
-    folder = tmp_path_factory.mktemp("pair")
     served = []
-    for source, target in (("de", "en"), ("en", "fr")):
-        run = folder / f"{source}-{target}"
-        shutil.copytree(small_run, run)
-        (run / "run.json").write_text(json.dumps({"options": {
-            "dataset": "local", "source_language": source, "target_language": target}}))
+    for run in pair_runs(small_run, tmp_path_factory.mktemp("pair")):
         runtime = runtimes.open_runtime(str(run), in_flight=1, slots=8)  # as serve opens it
         served.append(ServedModel(runtime, *runtime.languages))
     return served

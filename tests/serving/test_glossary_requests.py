@@ -4,12 +4,10 @@ answered as the Translator answers with that glossary; HTML keeping a
 term's tag; and each mistake a 4xx of one line. Traffic goes to 127.0.0.1
 only (Starlette's test client)."""
 
-import json
-import shutil
-
 import pytest
 from starlette.testclient import TestClient
 
+from helpers.small_run import pair_runs
 from keras_transformer import runtimes
 from keras_transformer.decoding import Translator
 from keras_transformer.documents.sentences import split_sentences
@@ -27,15 +25,7 @@ def _seed():
 @pytest.fixture(scope="module")
 def runs(small_run, tmp_path_factory):
     """The small run as German -> English and English -> French."""
-    folder = tmp_path_factory.mktemp("glossary-pair")
-    paths = []
-    for source, target in (("de", "en"), ("en", "fr")):
-        run = folder / f"{source}-{target}"
-        shutil.copytree(small_run, run)
-        (run / "run.json").write_text(json.dumps({"options": {
-            "dataset": "local", "source_language": source, "target_language": target}}))
-        paths.append(run)
-    return paths
+    return pair_runs(small_run, tmp_path_factory.mktemp("glossary-pair"))
 
 
 @pytest.fixture(scope="module")
