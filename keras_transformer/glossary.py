@@ -194,18 +194,8 @@ class Glossary:
     @classmethod
     def parse(cls, data, format, source_language, target_language=None, name="the glossary"):
         """The glossary in `data` (bytes or str) of `format` (`FORMATS`)."""
-        if format == "tbx":
-            entries = _tbx_entries(data, source_language, target_language, name)
-        else:
-            if isinstance(data, bytes):
-                try:
-                    data = data.decode("utf-8-sig")
-                except UnicodeDecodeError as error:
-                    raise GlossaryError(f"{name} is not UTF-8 text (byte {error.start}); save "
-                                        "it as UTF-8") from None
-            entries = (_tsv_entries(data, name) if format == "tsv"
-                       else _csv_entries(data, source_language, target_language, name))
-        return cls(entries, source_language, name)
+        return cls(parse_entries(data, format, source_language, target_language, name),
+                   source_language, name)
 
     @classmethod
     def of(cls, pairs, source_language, name="the glossary", keep_first=False):
@@ -274,6 +264,23 @@ class Glossary:
             asked.append(alternatives)
             found.append(term)
         return asked, found
+
+
+def parse_entries(data, format, source_language, target_language=None, name="the glossary"):
+    """The entries (`Entry`, in order) of `data` (bytes or str) of
+    `format` (`FORMATS`), as written, before a `Glossary` merges them: what
+    a server keeps of a glossary sent to it."""
+    if format == "tbx":
+        return _tbx_entries(data, source_language, target_language, name)
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError as error:
+            raise GlossaryError(f"{name} is not UTF-8 text (byte {error.start}); save it as "
+                                "UTF-8") from None
+    if format == "tsv":
+        return _tsv_entries(data, name)
+    return _csv_entries(data, source_language, target_language, name)
 
 
 def _entry(source, target, line, name):

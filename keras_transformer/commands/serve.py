@@ -1,4 +1,4 @@
-"""Serves translation models over HTTP, with LibreTranslate's API and a page to try them.
+"""Serves translation models over HTTP, with LibreTranslate's and DeepL's APIs and a page to try them.
 
     keras-transformer serve runs/ding                       # http://127.0.0.1:5000/
     keras-transformer serve exports/ding --runtime ctranslate2 --port 8080
@@ -16,7 +16,10 @@ alternatives for the next best), POST /detect, POST /translate_file (.txt,
 .html, .docx) and GET /download_file, GET /languages, GET
 /frontend/settings, POST /suggest, GET /spec (OpenAPI), GET /health, and
 GET /models, GET /metrics (Prometheus), GET / (the page), with CORS
-headers on every answer. A pair no model translates, but two do through
+headers on every answer. DeepL's API is served beside it under /v2 and
+/v3 (translate, languages, usage, glossaries kept in --glossaries-dir,
+documents), for DeepL's clients given the server's URL. A pair no model
+translates, but two do through
 English, goes through English. Texts are split into sentences, HTML into
 the text of its blocks with its markup kept. Sentences of concurrent
 requests are translated together, in each model's own queue: a batch takes
@@ -126,6 +129,18 @@ def parser():
                             "served")
     libre.add_argument("--metrics-auth-token", metavar="TOKEN",
                        help="/metrics then needs Authorization: Bearer TOKEN")
+    deepl = p.add_argument_group("DeepL's API (/v2, /v3)")
+    deepl.add_argument("--glossaries-dir",
+                       help="where the glossaries DeepL's clients create are kept, across "
+                            "restarts and shared by servers given the same folder (default: "
+                            "a temporary folder)")
+    deepl.add_argument("--max-glossaries", type=cli.positive_int, default=1000,
+                       help="glossaries kept at most")
+    deepl.add_argument("--char-quota", type=cli.positive_int,
+                       help="characters a key may translate while the server runs; beyond, "
+                            "456 (default: no quota)")
+    deepl.add_argument("--max-documents", type=cli.positive_int, default=32,
+                       help="documents handed in and not yet fetched; beyond, 429")
     p.add_argument("--glossary", metavar="NAME[:SOURCE-TARGET]=FILE", action="append",
                    default=[],
                    help="a glossary requests may name in their glossary field (a .tsv, .csv or "
@@ -210,6 +225,14 @@ def main():
                           "\"keras-transformer[serve]\"") from None
     if args.api_keys:
         read_keys(args.api_keys)  # a mistake in the file, named before the models load
+    if args.glossaries_dir:
+        try:
+            os.makedirs(args.glossaries_dir, exist_ok=True)
+        except OSError as error:
+            raise ValueError(f"Cannot use --glossaries-dir {args.glossaries_dir}: "
+                             f"{error.strerror or error}") from None
+        if not os.access(args.glossaries_dir, os.W_OK):
+            raise ValueError(f"Cannot write to --glossaries-dir {args.glossaries_dir}.")
     share_cores(args.workers * len(args.models))
     models = []
     for model, runtime_name, (source, target) in zip(args.models, chosen, pairs):
@@ -288,7 +311,9 @@ def server_config(args, models, glossaries=None):
         if args.suggestions else None,
         files_translation=not args.disable_files_translation,
         metrics_token=args.metrics_auth_token,
-        glossaries={name: ServedGlossary(*found) for name, found in (glossaries or {}).items()})
+        glossaries={name: ServedGlossary(*found) for name, found in (glossaries or {}).items()},
+        glossaries_dir=args.glossaries_dir, max_glossaries=args.max_glossaries,
+        char_quota=args.char_quota, max_documents=args.max_documents)
     # uvicorn's HTTP parser refuses request heads over 16 KiB with a bare 400;
     # deep-translator sends whole texts in the query string, so the parser
     # takes up to --max-query-bytes and the application answers beyond it

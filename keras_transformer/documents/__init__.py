@@ -22,7 +22,7 @@ call of the model, and reads its attention again only for the marked
 sentences.
 """
 
-from keras_transformer.documents.html import HtmlDocument
+from keras_transformer.documents.html import HTML, HtmlDocument, Markup
 from keras_transformer.documents.sentences import TextDocument
 
 FORMATS = ("text", "html")
@@ -30,21 +30,26 @@ FORMATS = ("text", "html")
 `format`); files are told apart by their extension."""
 
 
-def read_document(text, language, format="text", split=True):
-    """`text` (str) read as a document of `format` (`FORMATS`) from
-    `language`; `split=False` takes plain text as one sentence."""
-    if format == "html":
-        return HtmlDocument(text, language)
+def read_document(text, language, format="text", split=True, lines=True, markup=None):
+    """`text` (str) read as a document of `format` (`FORMATS`, or "xml")
+    from `language`; `split=False` takes plain text as one sentence,
+    `lines=False` cuts it at punctuation only (`sentences.split_sentences`);
+    `markup` (`html.Markup`) tells HTML's or XML's tags apart (default:
+    HTML's rules, or XML's)."""
+    if format in ("html", "xml"):
+        return HtmlDocument(text, language, markup or Markup(xml=format == "xml"))
     if format == "text":
-        return TextDocument(text, language, split)
-    raise ValueError(f"Unknown format {format!r}; expected one of {FORMATS}.")
+        return TextDocument(text, language, split, lines)
+    raise ValueError(f"Unknown format {format!r}; expected one of {FORMATS} or xml.")
 
 
 def text_of(text, format="text"):
     """What of `text` (of `format`) is translated, without markup: what its
     language is told by (an HTML page's tags and links would mislead a
     detector)."""
-    return HtmlDocument(text, "en").text if format == "html" else text
+    if format in ("html", "xml"):
+        return HtmlDocument(text, "en", HTML if format == "html" else Markup(xml=True)).text
+    return text
 
 
 def marked_sentences(documents):

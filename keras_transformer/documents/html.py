@@ -25,8 +25,15 @@ recurses, and reads any input), and written back event by event:
 to translate, and `render` writes it back with their translations and
 alignments (`documents.translate_documents` does both, for many documents
 in one call of the model).
+
+`Markup` changes which tags are which, as DeepL's `tag_handling`,
+`ignore_tags`, `non_splitting_tags` and `splitting_tags` ask: XML, whose
+tags are all inline unless named splitting, and elements copied with
+their contents as written (an ignored tag inside a sentence moves with the
+words around it, as one placeholder: Weblate's `<x id="1"></x>`).
 """
 
+import dataclasses
 import html
 import html.parser
 
@@ -48,6 +55,42 @@ CLOSES_SAME = {"li": {"li"}, "dt": {"dt", "dd"}, "dd": {"dt", "dd"}, "tr": {"tr"
 """Starts that close an open element of these names (HTML's implied end tags)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Markup:
+    """How a document's tags are read (the default: HTML's rules above).
+
+    Attributes:
+        xml: every element is inline unless in `splitting_tags`, and none
+            is void or kept by its name; text is escaped without HTML's
+            named entities.
+        ignore_tags: elements copied with their contents as written; one
+            inside a sentence is a placeholder that moves with the words.
+        non_splitting_tags: elements that are inline whatever HTML says.
+        splitting_tags: elements that bound the units of text.
+    Tag names are compared in lower case, as the parser reads them.
+    """
+
+    xml: bool = False
+    ignore_tags: frozenset = frozenset()
+    non_splitting_tags: frozenset = frozenset()
+    splitting_tags: frozenset = frozenset()
+
+    def inline(self, tag):
+        if tag in self.splitting_tags:
+            return False
+        return self.xml or tag in self.non_splitting_tags or tag in INLINE
+
+    def kept(self, tag, attrs):
+        return tag in self.ignore_tags or (not self.xml and (tag in KEPT or any(
+            name == "translate" and (value or "").lower() == "no" for name, value in attrs)))
+
+    def void(self, tag):
+        return not self.xml and tag in VOID
+
+
+HTML = Markup()
+
+
 class HtmlDocument:
     """An HTML document (str) read for translation from `language`.
 
@@ -63,12 +106,13 @@ class HtmlDocument:
     aligned = True
     """`render` places inline markup: it needs the translations' alignments."""
 
-    def __init__(self, document, language):
-        writer = _Writer(language)
+    def __init__(self, document, language, markup=HTML):
+        writer = _Writer(language, markup)
         parser = _Parser(writer)
         parser.feed(document)
         parser.close()
         self._parts = writer.finish()
+        self._xml = markup.xml
         units = [part for part in self._parts if isinstance(part, _Unit)]
         self.sentences = [sentence for unit in units for sentence in unit.split.sentences]
         self.marked = [marked for unit in units for marked in unit.marked]
@@ -81,7 +125,8 @@ class HtmlDocument:
         results, out = iter(results), []
         for part in self._parts:
             if isinstance(part, _Unit):
-                out.append(part.render([next(results) for _ in part.split.sentences]))
+                out.append(part.render([next(results) for _ in part.split.sentences],
+                                       self._xml))
             else:
                 out.append(part)
         return "".join(out)
@@ -126,19 +171,20 @@ class _Parser(html.parser.HTMLParser):
 
 
 class _Element:
-    __slots__ = ("tag", "inline", "kept")
+    __slots__ = ("tag", "inline", "kept", "ignored")
 
-    def __init__(self, tag, inline, kept):
-        self.tag, self.inline, self.kept = tag, inline, kept
+    def __init__(self, tag, inline, kept, ignored=False):
+        self.tag, self.inline, self.kept, self.ignored = tag, inline, kept, ignored
 
 
 class _Writer:
     """Writes the document back as the parser reads it: copied as written
     where nothing is translated, gathered into `_Unit`s where text is."""
 
-    def __init__(self, language):
-        self.language = language
+    def __init__(self, language, markup):
+        self.language, self.markup = language, markup
         self.out = []  # strings copied as written, and `_Unit`s
+        self.outside = None  # `out` while an ignored element inside a unit is copied
         self.stack = []  # open `_Element`s
         self.kept = 0  # depth inside elements copied untranslated
         self.unit = []  # ("text", raw, text) | ("open", raw, element) | ("close", raw, element)
@@ -151,16 +197,27 @@ class _Writer:
     # -- events ---------------------------------------------------------
 
     def start(self, tag, attrs, raw, closed):
+        markup = self.markup
         if self.kept:
             self.out.append(raw)
-            if not closed and tag not in VOID:
+            if not closed and not markup.void(tag):
                 self.stack.append(_Element(tag, False, True))
                 self.kept += 1
             return
-        self._implied_ends(tag)
-        keeps = tag in KEPT or any(name == "translate" and (value or "").lower() == "no"
-                                   for name, value in attrs)
-        if tag in INLINE and not keeps and not closed:
+        if not markup.xml:
+            self._implied_ends(tag)
+        keeps = markup.kept(tag, attrs)
+        ends = closed or markup.void(tag)
+        if tag in markup.ignore_tags and self.unit:  # a placeholder inside the unit's text
+            element = _Element(tag, True, True, ignored=True)
+            if ends:
+                self._placeholder(element, raw)
+            else:
+                self.outside, self.out = self.out, [raw]
+                self.stack.append(element)
+                self.kept += 1
+            return
+        if markup.inline(tag) and not keeps and not ends:
             element = _Element(tag, True, False)
             self.unit.append(("open", raw, element))
             self.opened.add(id(element))
@@ -168,9 +225,15 @@ class _Writer:
             return
         self.flush()
         self.out.append(raw)
-        if not closed and tag not in VOID:
+        if not ends:
             self.stack.append(_Element(tag, False, keeps))
             self.kept += keeps
+
+    def _placeholder(self, element, raw):
+        """An ignored element inside a unit, as an empty inline element whose
+        opening tag is all of it as written."""
+        self.unit += [("open", raw, element), ("close", "", element)]
+        self.opened.add(id(element))
 
     def end(self, tag):
         if not any(element.tag == tag for element in self.stack):
@@ -213,7 +276,11 @@ class _Writer:
             self.end(top)
 
     def _close(self, element, raw):
-        if element.kept:
+        if element.ignored:
+            self.kept -= 1
+            written, self.out, self.outside = "".join(self.out) + raw, self.outside, None
+            self._placeholder(element, written)
+        elif element.kept:
             self.kept -= 1
             self.out.append(raw)
         elif element.inline and id(element) in self.opened:
@@ -272,22 +339,24 @@ class _Unit:
         self.split = splitting.split_sentences(self.text, language)
         self.marked = alignments.marked(self.split, self.spans)
 
-    def render(self, results):
+    def render(self, results, xml=False):
         """The unit translated (`results`: `(translation, Alignment or None)`
-        for each of its sentences), its tags placed by the alignment."""
+        for each of its sentences), its tags placed by the alignment, its
+        text escaped for XML or HTML."""
         if not self.split.sentences:
-            return _rebuild(self.text, self.spans, self.tags, self.parents)
+            return _rebuild(self.text, self.spans, self.tags, self.parents, xml)
         translated, alignment = alignments.joined(self.split, results)
         placed = alignments.place([tuple(span) for span in self.spans], alignment,
                                   len(self.text), len(translated))
-        return _rebuild(translated, placed, self.tags, self.parents)
+        return _rebuild(translated, placed, self.tags, self.parents, xml)
 
 
-def _rebuild(text, placed, tags, parents):
+def _rebuild(text, placed, tags, parents, xml=False):
     """`text` (escaped) with each span's open and close tags around its
     placed `(start, end)`; `parents` gives each span's enclosing span. The
     spans are emitted as the tree they form, children in the order of their
     places, with a stack rather than recursion (documents nest deeply)."""
+    escape = _escape_xml if xml else _escape
     children = {None: []}
     for index, parent in enumerate(parents):
         children.setdefault(index, [])
@@ -302,15 +371,15 @@ def _rebuild(text, placed, tags, parents):
         if child is None:
             stack.pop()
             if node is not None:
-                out.append(_escape(text[at:placed[node][1]]))
+                out.append(escape(text[at:placed[node][1]]))
                 at = max(at, placed[node][1])
                 out.append(tags[node][1])
             continue
-        out.append(_escape(text[at:placed[child][0]]))
+        out.append(escape(text[at:placed[child][0]]))
         at = max(at, placed[child][0])
         out.append(tags[child][0])
         stack.append((child, iter(children[child])))
-    out.append(_escape(text[at:]))
+    out.append(escape(text[at:]))
     return "".join(out)
 
 
@@ -318,3 +387,8 @@ def _escape(text):
     """Text for HTML: `&`, `<`, `>` escaped, and no-break spaces written as
     the `&nbsp;` documents mostly spell them with."""
     return html.escape(text, quote=False).replace("\xa0", "&nbsp;")
+
+
+def _escape_xml(text):
+    """Text for XML: `&`, `<`, `>` escaped (XML has no `&nbsp;`)."""
+    return html.escape(text, quote=False)

@@ -61,12 +61,14 @@ class Sentences:
         return ranges
 
 
-def split_sentences(text, language):
+def split_sentences(text, language, lines=True):
     """`Sentences` of `text` (a str), cut by the rules of `language` (a code
     such as "de"; an unknown one gets sentencex's default rules). A text of
-    whitespace alone has no sentence."""
+    whitespace alone has no sentence. `lines=False` cuts at punctuation
+    only: a line break inside a sentence is a space to it (DeepL's
+    `split_sentences=nonewlines`)."""
     sentences, gaps, gap = [], [], ""
-    for line in text.splitlines(keepends=True):
+    for line in text.splitlines(keepends=True) if lines else [text]:
         for segment in sentencex.segment(language, line):
             core = segment.strip()
             if not core:
@@ -82,8 +84,9 @@ def split_sentences(text, language):
 
 class TextDocument:
     """Plain text read for translation from `language`, cut into sentences
-    (`split_sentences`), or, with `split=False`, taken as one sentence (a line of a
-    corpus whose scores are compared with published ones).
+    (`split_sentences`, at its line breaks too unless `lines=False`), or,
+    with `split=False`, taken as one sentence (a line of a corpus whose
+    scores are compared with published ones).
 
     Attributes:
         sentences: what to translate.
@@ -92,8 +95,8 @@ class TextDocument:
     aligned = False
     """`render` needs only the translations."""
 
-    def __init__(self, text, language, split=True):
-        self._parts = split_sentences(text, language) if split else None
+    def __init__(self, text, language, split=True, lines=True):
+        self._parts = split_sentences(text, language, lines) if split else None
         self.sentences = list(self._parts.sentences) if split else [text]
 
     def render(self, translations):

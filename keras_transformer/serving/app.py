@@ -1,7 +1,8 @@
 """The HTTP application of `keras-transformer serve` (Starlette, an ASGI
 application; the command runs it on uvicorn): LibreTranslate's API
-(`libretranslate`) over one model or several (`service`), with CORS
-headers on every answer (`cors`) and every answer counted in the metrics.
+(`libretranslate`) and DeepL's (`deepl`, under /v2 and /v3) over one model
+or several (`service`), with CORS headers on every answer (`cors`) and
+every answer counted in the metrics.
 
 A text is read as a document (`documents`): split into sentences, or, as
 HTML, into the text of its blocks with its markup kept; its sentences are
@@ -9,8 +10,9 @@ translated in the batches of the model that translates its language pair
 (`Batcher`, one queue a model), or through English where no model does but
 two do via English (the pivot Argos Translate uses), and written back.
 
-Errors are JSON, one line each (`{"error": "..."}`, see `libretranslate`);
-404 and 405 for other paths and methods; 500 only for a fault of the
+Errors are JSON, one line each, in the body of the API asked
+(`{"error": "..."}` for LibreTranslate's, `{"message": "..."}` for
+DeepL's); 404 and 405 for other paths and methods; 500 only for a fault of the
 server's own, logged with its traceback.
 
 Stopping is uvicorn's: it stops accepting connections, closes the idle
@@ -26,8 +28,9 @@ import os
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
+from starlette.routing import Mount
 
-from keras_transformer.serving import libretranslate
+from keras_transformer.serving import deepl, libretranslate
 from keras_transformer.serving.cors import Cors
 from keras_transformer.serving.errors import Refused
 from keras_transformer.serving.limits import NO_LIMIT, Key
@@ -99,6 +102,16 @@ class Settings:
     Glossaries:
         glossaries: `{name: ServedGlossary}` requests may name.
         max_glossary_entries: entries a request's own glossary may hold.
+
+    DeepL's API:
+        glossaries_dir: where its glossaries are kept (default: a temporary
+            folder, gone with the process).
+        max_glossaries: glossaries kept at most.
+        max_stored_glossary_entries: entries one glossary may hold.
+        max_glossary_bytes: the largest body creating a glossary (413
+            beyond).
+        char_quota: characters a key may translate (456 beyond), or None.
+        max_documents: documents handed in and not yet fetched (429 beyond).
     """
 
     def __init__(self, models, api_keys=None, keys_required=True, max_request_bytes=262144,
@@ -107,7 +120,9 @@ class Settings:
                  kept_files=100, cors_origins=("*",), char_limit=NO_LIMIT, req_limit=NO_LIMIT,
                  batch_limit=NO_LIMIT, alternatives_limit=NO_LIMIT, suggestions=None,
                  files_translation=True, metrics_token=None, glossaries=None,
-                 max_glossary_entries=10000):
+                 max_glossary_entries=10000, glossaries_dir=None, max_glossaries=1000,
+                 max_stored_glossary_entries=100000, max_glossary_bytes=8 * 2**20,
+                 char_quota=None, max_documents=32):
         self.models = list(models)
         pairs = [(model.source, model.target) for model in self.models]
         if not self.models or len(set(pairs)) < len(pairs):
@@ -137,19 +152,27 @@ class Settings:
         self.metrics_token = metrics_token
         self.glossaries = dict(glossaries or {})
         self.max_glossary_entries = max_glossary_entries
+        self.glossaries_dir, self.max_glossaries = glossaries_dir, max_glossaries
+        self.max_stored_glossary_entries = max_stored_glossary_entries
+        self.max_glossary_bytes = max_glossary_bytes
+        self.char_quota, self.max_documents = char_quota, max_documents
 
 
 def create_app(settings):
     """The ASGI application serving `settings.models`."""
     service = Service(settings)
     api = libretranslate.LibreTranslateApi(service, settings)
+    deepl_api = deepl.DeeplApi(service, settings)
+    v2, v3 = deepl_api.apps()
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
         service.start()
+        deepl_api.start()
         try:
             yield
         finally:
+            await deepl_api.stop()
             await service.stop()
 
     async def refused(request, error):
@@ -164,10 +187,11 @@ def create_app(settings):
         LOG.exception("Fault while answering %s %s", request.method, request.url.path)
         return JSONResponse({"error": f"Internal error: {type(error).__name__}"}, status_code=500)
 
-    app = Starlette(routes=api.routes(), lifespan=lifespan, exception_handlers={
-        Refused: refused, HTTPException: http_error, Exception: fault})
+    app = Starlette(routes=[*api.routes(), Mount("/v2", v2), Mount("/v3", v3)],
+                    lifespan=lifespan, exception_handlers={
+                        Refused: refused, HTTPException: http_error, Exception: fault})
     app = Counted(_QueryLimit(app, settings.max_query_bytes), service.metrics,
-                  libretranslate.PATHS)
+                  libretranslate.PATHS + deepl.PATHS)
     return Cors(app, settings.cors_origins)
 
 

@@ -60,8 +60,8 @@ FRONTEND_TIMEOUT = 500
 """LibreTranslate's default `frontendTimeout` (ms): how long its page waits
 after typing before it translates."""
 
-PATHS = ("/", "/translate", "/detect", "/translate_file", "/languages", "/frontend/settings",
-         "/suggest", "/spec", "/health", "/models", "/metrics")
+PATHS = ("/", "/translate", "/detect", "/translate_file", "/download_file", "/languages",
+         "/frontend/settings", "/suggest", "/spec", "/health", "/models", "/metrics")
 """The paths of this API (for the metrics' labels)."""
 
 
@@ -275,7 +275,7 @@ class LibreTranslateApi:
         if source != "auto":
             self.service.route(source, target)
         char_limit = self._char_limit(key)
-        stored = await self.service.translate_file(name, upload.data, source, target)
+        stored, _ = await self.service.translate_file(name, upload.data, source, target)
         if char_limit > 0:  # a file costs its bytes over the char limit, as LibreTranslate's
             self.limits.spend(client, len(upload.data) // char_limit - 1, key and key.req_limit)
         return JSONResponse({"translatedFileUrl": str(request.url_for("download_file",

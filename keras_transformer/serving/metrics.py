@@ -43,8 +43,9 @@ class Metrics:
 
 class Counted:
     """An ASGI application, counting every answer by path and status in
-    `metrics` (paths not in `paths` counted as "other", and those under
-    `/download_file/` as one, so that scanners cannot grow the metrics)."""
+    `metrics`: a path under one of `paths` (a file to download, a glossary,
+    a document) is counted as that path, any other as "other", so that
+    scanners cannot grow the metrics."""
 
     def __init__(self, app, metrics, paths):
         self.app, self.metrics, self.paths = app, metrics, frozenset(paths)
@@ -52,8 +53,10 @@ class Counted:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        path = scope["path"] if scope["path"] in self.paths else (
-            "/download_file" if scope["path"].startswith("/download_file/") else "other")
+        path = scope["path"]
+        if path not in self.paths:
+            path = next((known for known in self.paths if known != "/"
+                         and path.startswith(known + "/")), "other")
 
         async def counting_send(message):
             if message["type"] == "http.response.start":

@@ -235,7 +235,7 @@ class Service:
         return rendered, alternatives
 
     async def translate_texts(self, texts, source, target, text_format="text", n_best=1,
-                              glossary=None):
+                              glossary=None, reading=None):
         """`(translations, alternatives, detections)` of `texts` (str each,
         `text_format` one of `documents.FORMATS`) from `source` ("auto":
         each text's language detected) into `target`: each text read as a
@@ -244,7 +244,8 @@ class Service:
         and each text's detection (None unless "auto"). Texts with nothing
         to translate, and texts already in `target`, are answered as they
         are. `glossary` (with a given `source`, a pair one model
-        translates: `glossary_route`) is obeyed."""
+        translates: `glossary_route`) is obeyed. `reading` holds the
+        options of `documents.read_document` (`split`, `lines`, `markup`)."""
         found = [self.detect(text, text_format) if source == "auto" else (source, None)
                  for text in texts]
         groups = {}
@@ -263,7 +264,8 @@ class Service:
         translations, alternatives = list(texts), [[] for _ in texts]
 
         async def translate_group(language, indexes):
-            read = [documents.read_document(texts[i], language, text_format) for i in indexes]
+            read = [documents.read_document(texts[i], language, text_format, **(reading or {}))
+                    for i in indexes]
             rendered, others = await self.translate_documents(
                 self.route(language, target), read, n_best, glossary)
             for slot, index in enumerate(indexes):
@@ -275,10 +277,11 @@ class Service:
 
     # ------------------------------------------------------------ files
 
-    async def translate_file(self, name, data, source, target):
+    async def translate_file(self, name, data, source, target, glossary=None):
         """Translates the file `name` (its extension one of `FILE_FORMATS`)
         of bytes `data` from `source` ("auto": detected from its text) into
-        `target`; returns the name it is kept under for download."""
+        `target`, obeying `glossary`; returns the name it is kept under for
+        download and the characters of its text."""
         extension = os.path.splitext(name)[1].lower()
         if extension not in FILE_FORMATS:
             raise Refused(400, "Invalid request: file format not supported (give "
@@ -290,11 +293,12 @@ class Service:
                                                          FILE_FORMATS[extension], source)
         except ValueError as error:  # a file that cannot be read: its one-line reason
             raise Refused(400, f"Invalid request: {' '.join(str(error).split())}") from None
-        rendered, _ = await self.translate_documents(self.route(language, target), [document])
+        rendered, _ = await self.translate_documents(self.route(language, target), [document],
+                                                     glossary=glossary)
         output = rendered[0].encode("utf-8") if isinstance(rendered[0], str) else rendered[0]
         stored = f"{uuid.uuid4().hex}.{re.sub(r'[^A-Za-z0-9._-]', '_', name)}"
         await asyncio.to_thread(self._store, stored, output)
-        return stored
+        return stored, sum(len(sentence) for sentence in document.sentences)
 
     def _read_file(self, data, kind, source):
         """The uploaded file as a document and its language ("auto": detected

@@ -1,8 +1,11 @@
-"""`keras-transformer serve` started in a process of its own, on a free
-loopback port, for the tests that send it real HTTP traffic."""
+"""`keras-transformer serve` started in a process of its own, or the
+server's application on uvicorn in a thread of the test's process, on a
+free loopback port, for the tests that send it real HTTP traffic."""
 
+import contextlib
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -40,3 +43,38 @@ def wait_until_up(url, process, output, seconds=180):
             time.sleep(0.2)
     process.kill()
     raise TimeoutError(f"the server did not start: {output()[-3000:]}")
+
+
+def in_thread(config):
+    """`(url, stop)` of uvicorn serving `config` (a `uvicorn.Config` on a
+    loopback port) in a thread of this process, once it has started;
+    `stop()` ends it (the requests in flight answered)."""
+    import uvicorn
+
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+
+    def stop():
+        server.should_exit = True
+        thread.join(timeout=30)
+
+    return f"http://{config.host}:{config.port}/", stop
+
+
+@contextlib.contextmanager
+def serving(app):
+    """The ASGI application `app` on a free loopback port, in a thread of
+    this process, for the `with` block: its URL."""
+    import uvicorn
+
+    port, = processes.free_ports(1)
+    url, stop = in_thread(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    try:
+        yield url
+    finally:
+        stop()

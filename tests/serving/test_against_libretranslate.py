@@ -33,8 +33,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
-import time
 import urllib.parse
 
 import httpx
@@ -557,8 +555,6 @@ def _start_ours(run, runtime, flags, work):
     """`serve RUN FLAGS`, built by the command's own options and
     configuration, on uvicorn in a thread of this process (the runtime
     shared by the configurations)."""
-    import uvicorn
-
     from keras_transformer.commands import serve
     from keras_transformer.serving import ServedModel
 
@@ -566,20 +562,8 @@ def _start_ours(run, runtime, flags, work):
     args = serve.parser().parse_args([str(run), "--port", str(port), "--languages", "de-en",
                                       "--files-dir", str(work / "files"), *flags])
     os.makedirs(work / "files", exist_ok=True)
-    server = uvicorn.Server(serve.server_config(args, [ServedModel(runtime, "de", "en")]))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}/"
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "our server did not start"
-        time.sleep(0.05)
-
-    def stop():
-        server.should_exit = True
-        thread.join(timeout=30)
-
-    return Server(url, stop)
+    return Server(*servers.in_thread(serve.server_config(args, [ServedModel(runtime, "de",
+                                                                             "en")])))
 
 
 def _start_libretranslate(packages, flags, work):

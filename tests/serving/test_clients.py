@@ -14,13 +14,13 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-import zipfile
 
 import docx
 import pytest
 from starlette.testclient import TestClient
 
 from helpers import processes
+from helpers.files import zip_bomb
 from helpers.small_run import pair_runs
 from keras_transformer import runtimes
 from keras_transformer.documents.sentences import split_sentences
@@ -193,17 +193,6 @@ def test_a_docx_keeps_its_styles_and_every_paragraph_changes(client, models):
     assert client.get("/download_file/..%2F..%2Fetc%2Fpasswd").status_code == 404
 
 
-def _bomb():
-    """A zip of 1 MB that unzips to 1 GB (written a megabyte at a time)."""
-    data = io.BytesIO()
-    with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
-        archive.writestr("[Content_Types].xml", "<Types/>")
-        with archive.open("word/document.xml", "w") as member:
-            for _ in range(1024):
-                member.write(b"\0" * 2**20)
-    return data.getvalue()
-
-
 @pytest.mark.slow
 def test_bad_input_gets_a_4xx_and_one_line(client):
     good = {"source": "de", "target": "en", "api_key": KEY}
@@ -225,7 +214,7 @@ def test_bad_input_gets_a_4xx_and_one_line(client):
         (dict(json=good | {"q": "x", "format": "markdown"}), "markdown format is not supported"),
         (dict(data={k: v for k, v in good.items()}, files={"file": ("a.docx", b"not a zip")}),
          "not a .docx file"),
-        (dict(data=good, files={"file": ("bomb.docx", _bomb())}), "unzip"),
+        (dict(data=good, files={"file": ("bomb.docx", zip_bomb())}), "unzip"),
         (dict(data=good, files={"file": ("a.pdf", b"%PDF")}), "file format not supported"),
         (dict(data=good), "missing file parameter"),
     ]

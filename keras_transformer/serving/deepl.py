@@ -1,0 +1,607 @@
+"""DeepL's API over the server's models, as DeepL documents it (its OpenAPI
+specification) and as its official clients (deepl-python, deepl-node) and
+its mock server (DeepLcom/deepl-mock) use it, beside LibreTranslate's API
+on the same models, queues, documents and glossaries.
+
+    POST /v2/translate          {"text": ["Guten Morgen!"], "target_lang": "EN-US"}
+                                -> {"translations": [{"detected_source_language":
+                                    "DE", "text": "Good morning!",
+                                    "billed_characters": 13}]}
+    GET  /v2/languages          ?type=source|target
+    GET  /v2/usage              characters translated per key (and --char-quota)
+    GET  /v2/glossary-language-pairs
+    POST /v2/glossaries         {name, source_lang, target_lang, entries,
+                                entries_format}; GET (list), GET/DELETE /{id},
+                                GET /{id}/entries (TSV)
+    /v3/glossaries              multilingual glossaries: POST {name,
+                                dictionaries: [...]}, GET, PATCH, DELETE /{id},
+                                PUT/DELETE /{id}/dictionaries, GET /{id}/entries
+    GET  /v3/languages          ?resource=translate_text|glossary (Weblate's)
+    POST /v2/document           multipart: file (.txt, .html, .docx),
+                                target_lang -> {document_id, document_key};
+                                POST /{id} the status, POST /{id}/result the file
+
+Fields come from a JSON object, or from the query string and a form
+(urlencoded or multipart), where a repeated name is a list (`text`, the tag
+lists; a tag list in a form may also be comma-separated). The key comes as
+`Authorization: DeepL-Auth-Key KEY` or in the legacy `auth_key` field,
+checked against the same keys file as LibreTranslate's (`--api-keys`).
+
+What is obeyed: `source_lang` (else each text's language detected and
+given back), `target_lang` and its variants (EN-GB, EN-US, PT-BR, PT-PT:
+the served base language), `split_sentences` (0, 1, nonewlines; for plain
+text), `tag_handling` html or xml with `ignore_tags`, `non_splitting_tags`
+and `splitting_tags`, and `glossary_id` (the constrained search). What is
+accepted and ignored: `context`, `preserve_formatting` (the text's own
+whitespace is always kept), `outline_detection`, `model_type`, and
+`formality` default, prefer_more and prefer_less (more and less are
+refused, as DeepL refuses them for a language without formality).
+
+Errors are `{"message": "..."}`, one line, with DeepL's statuses: 400, 403
+(a key missing or not known), 404, 413 (a body over the server's limit),
+415 (glossary entries asked for in another type than TSV), 429 (requests
+or documents beyond the limits), 456 (a key's --char-quota spent), 503 (a
+document not yet translated).
+"""
+
+import asyncio
+import logging
+import os
+import tempfile
+import urllib.parse
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from keras_transformer.documents.html import Markup
+from keras_transformer.serving import bodies
+from keras_transformer.serving.document_jobs import DocumentJobs
+from keras_transformer.serving.errors import Refused
+from keras_transformer.serving.glossary_store import GlossaryStore, read_dictionary
+from keras_transformer.serving.limits import RequestLimits
+from keras_transformer.serving.service import FILE_FORMATS, language_name
+
+LOG = logging.getLogger("keras_transformer.serving")
+
+PATHS = ("/v2/translate", "/v2/languages", "/v2/usage", "/v2/glossary-language-pairs",
+         "/v2/glossaries", "/v2/document", "/v3/glossaries", "/v3/languages")
+"""The paths of this API (for the metrics' labels; a glossary's or a
+document's own paths are counted under its collection's)."""
+
+VARIANTS = {"en": (("EN-GB", "English (British)"), ("EN-US", "English (American)")),
+            "pt": (("PT-BR", "Portuguese (Brazilian)"), ("PT-PT", "Portuguese (European)")),
+            "zh": (("ZH-HANS", "Chinese (simplified)"), ("ZH-HANT", "Chinese (traditional)"))}
+"""DeepL's target variants of a base language: what its target list shows
+for a served language, each translated by the base language's model."""
+
+LISTS = ("text", "ignore_tags", "non_splitting_tags", "splitting_tags")
+"""Fields that are lists (repeated in a form)."""
+
+FORMALITIES = ("default", "prefer_more", "prefer_less")
+"""The formality values accepted for a language without formality."""
+
+MODEL_TYPES = ("quality_optimized", "prefer_quality_optimized", "latency_optimized")
+
+SPLITS = {"0": False, "1": True, "nonewlines": True}
+
+AUTH_PREFIX = "DeepL-Auth-Key "
+
+
+def merged_fields(sent):
+    """A request's fields (`bodies.Sent`): a JSON object alone, else the
+    query string's and the form's together, each name's values a list for
+    the `LISTS` fields and the first value for the others."""
+    if sent.json is not None:
+        return sent.json
+    fields = {}
+    for name, value in [*sent.query, *sent.form]:
+        if name in LISTS:
+            fields.setdefault(name, []).append(value)
+        else:
+            fields.setdefault(name, value)
+    return fields
+
+
+def _tags(value, name):
+    """A tag list field as a frozenset of lower-case names: a list, or one
+    comma-separated string."""
+    if value is None or value == "":
+        return frozenset()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(tag, str) for tag in value):
+        raise Refused(400, f"Value for '{name}' not supported.")
+    return frozenset(tag.strip().lower() for item in value for tag in item.split(",")
+                     if tag.strip())
+
+
+def _text(fields, name, default=None):
+    value = fields.get(name, default)
+    if value is not None and not isinstance(value, str):
+        raise Refused(400, f"Value for '{name}' not supported.")
+    return value
+
+
+def _flag(value, name):
+    """A boolean field: a JSON boolean, or 0/1 (also "true"/"false")."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in ("0", "1", "true", "false"):
+        return value.lower() in ("1", "true")
+    raise Refused(400, f"Value for '{name}' not supported.")
+
+
+class DeeplApi:
+    """The routes of DeepL's API over `service` (a `service.Service`), by
+    `settings` (`app.Settings`): its own application (`app`), mounted by
+    the server at /v2 and /v3, with DeepL's error bodies."""
+
+    def __init__(self, service, settings):
+        self.service, self.settings = service, settings
+        folder = settings.glossaries_dir or tempfile.mkdtemp(prefix="keras-transformer-glossaries-")
+        self.glossaries = GlossaryStore(folder, settings.max_glossaries,
+                                        settings.max_stored_glossary_entries)
+        self.documents = DocumentJobs(service, settings.max_documents)
+        self.limits = RequestLimits(settings.req_limit)
+        self.characters = {}
+        """Characters translated per key since the server started."""
+
+    def start(self):
+        self.documents.start()
+
+    async def stop(self):
+        await self.documents.stop()
+
+    def apps(self):
+        """`(the /v2 application, the /v3 application)`."""
+        async def refused(request, error):
+            return JSONResponse({"message": error.message}, status_code=error.status,
+                                headers=error.headers)
+
+        async def http_error(request, error):
+            return JSONResponse({"message": error.detail}, status_code=error.status_code,
+                                headers=getattr(error, "headers", None))
+
+        async def fault(request, error):
+            LOG.exception("Fault while answering %s %s", request.method, request.url.path)
+            return JSONResponse({"message": f"Internal error: {type(error).__name__}"},
+                                status_code=500)
+
+        handlers = {Refused: refused, HTTPException: http_error, Exception: fault}
+        v2 = [Route("/translate", self.translate, methods=["POST"]),
+              Route("/languages", self.languages, methods=["GET", "POST"]),
+              Route("/usage", self.usage, methods=["GET", "POST"]),
+              Route("/glossary-language-pairs", self.glossary_pairs),
+              Route("/glossaries", self.list_glossaries, methods=["GET"]),
+              Route("/glossaries", self.create_glossary, methods=["POST"]),
+              Route("/glossaries/{glossary_id}", self.glossary, methods=["GET", "DELETE"]),
+              Route("/glossaries/{glossary_id}/entries", self.glossary_entries),
+              Route("/document", self.upload_document, methods=["POST"]),
+              Route("/document/{document_id}", self.document_status, methods=["GET", "POST"]),
+              Route("/document/{document_id}/result", self.document_result,
+                    methods=["GET", "POST"])]
+        v3 = [Route("/languages", self.languages_v3),
+              Route("/glossaries", self.list_glossaries_v3, methods=["GET"]),
+              Route("/glossaries", self.create_glossary_v3, methods=["POST"]),
+              Route("/glossaries/{glossary_id}", self.glossary_v3,
+                    methods=["GET", "PATCH", "DELETE"]),
+              Route("/glossaries/{glossary_id}/dictionaries", self.dictionary_v3,
+                    methods=["PUT", "DELETE"]),
+              Route("/glossaries/{glossary_id}/entries", self.glossary_entries_v3)]
+        return (Starlette(routes=v2, exception_handlers=handlers),
+                Starlette(routes=v3, exception_handlers=handlers))
+
+    # ------------------------------------------------------------ requests
+
+    async def _fields(self, request, max_body_bytes=None):
+        return merged_fields(await bodies.read(
+            request, max_body_bytes or self.settings.max_request_bytes))
+
+    def _key(self, request, fields):
+        """The request's key ("" without one), let in by `--api-keys` and
+        `--req-limit`, and charged one request."""
+        header = request.headers.get("authorization")
+        if header is not None:
+            if not header.startswith(AUTH_PREFIX):
+                raise Refused(403, "Authorization failed: send Authorization: DeepL-Auth-Key "
+                                   "KEY")
+            key = header[len(AUTH_PREFIX):].strip()
+        else:
+            key = fields.get("auth_key") or request.query_params.get("auth_key") or ""
+            if not isinstance(key, str):
+                raise Refused(403, "Authorization failed: auth_key must be a string")
+        keys, limit = self.settings.api_keys, None
+        if keys is not None:
+            if key in keys:
+                limit = keys[key].req_limit
+            elif key or self.settings.keys_required:
+                raise Refused(403, "Authorization failed: "
+                                   + ("the key is not known here" if key else "give a key"))
+        client = "key:" + key if key else (request.client.host if request.client else "unknown")
+        self.limits.admit(client, limit)
+        self.limits.spend(client, 1, limit)
+        return key
+
+    def _charge(self, key, characters):
+        """Counts `characters` against `key`'s quota (a 456 where the quota
+        is spent); returns the count."""
+        used = self.characters.get(key, 0)
+        quota = self.settings.char_quota
+        if quota is not None and used + characters > quota:
+            raise Refused(456, "Quota for this billing period has been exceeded "
+                               f"({used} of {quota} characters used)")
+        self.characters[key] = used + characters
+        return characters
+
+    def _source(self, value, required=False):
+        """A `source_lang` field as a served source language, or None (to
+        detect)."""
+        if value is None or value == "":
+            if required:
+                raise Refused(400, "Parameter 'source_lang' not specified.")
+            return None
+        if not isinstance(value, str) or value.split("-")[0].lower() not in \
+                self.service.routes.sources:
+            raise Refused(400, "Value for 'source_lang' not supported.")
+        return value.split("-")[0].lower()
+
+    def _target(self, value):
+        """A `target_lang` field (a variant such as EN-GB too) as the served
+        base language it names."""
+        if value is None or value == "":
+            raise Refused(400, "Parameter 'target_lang' not specified.")
+        if not isinstance(value, str):
+            raise Refused(400, "Value for 'target_lang' not supported.")
+        base, _, variant = value.upper().partition("-")
+        known = {code for code, _ in VARIANTS.get(base.lower(), ())}
+        if base.lower() not in self.service.routes.languages or (
+                variant and f"{base}-{variant}" not in known):
+            raise Refused(400, "Value for 'target_lang' not supported.")
+        return base.lower()
+
+    def _pair_glossary(self, glossary_id, source, target):
+        """The compiled glossary `glossary_id` for `source` -> `target` (a
+        400 for an unknown id, as DeepL's translate answers it)."""
+        if not isinstance(glossary_id, str):
+            raise Refused(400, "Value for 'glossary_id' not supported.")
+        if source is None:
+            raise Refused(400, "Use of a glossary requires the source_lang parameter to be "
+                               "specified")
+        self.service.glossary_route(source, target)
+        try:
+            return self.glossaries.compiled(glossary_id, source, target)
+        except Refused as refusal:
+            if refusal.status == 404:
+                raise Refused(400, "Glossary not found") from None
+            raise
+
+    # ------------------------------------------------------------ translating
+
+    async def translate(self, request):
+        fields = await self._fields(request)
+        key = self._key(request, fields)
+        texts = fields.get("text")
+        if isinstance(texts, str):
+            texts = [texts]
+        if not texts:
+            raise Refused(400, "Parameter 'text' not specified.")
+        if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+            raise Refused(400, "Value for 'text' not supported: give a list of strings")
+        target = self._target(fields.get("target_lang"))
+        source = self._source(fields.get("source_lang"))
+        self._check_options(fields)
+        tag_handling = _text(fields, "tag_handling", "") or ""
+        if tag_handling not in ("", "html", "xml"):
+            raise Refused(400, "Value for 'tag_handling' not supported.")
+        split = _text(fields, "split_sentences", "nonewlines" if tag_handling else "1")
+        if split not in SPLITS:
+            raise Refused(400, "Value for 'split_sentences' not supported.")
+        if tag_handling:
+            reading = {"markup": Markup(
+                xml=tag_handling == "xml",
+                ignore_tags=_tags(fields.get("ignore_tags"), "ignore_tags"),
+                non_splitting_tags=_tags(fields.get("non_splitting_tags"), "non_splitting_tags"),
+                splitting_tags=_tags(fields.get("splitting_tags"), "splitting_tags"))}
+        else:
+            reading = {"split": SPLITS[split], "lines": split == "1"}
+        glossary_id = fields.get("glossary_id")
+        glossary = (self._pair_glossary(glossary_id, source, target)
+                    if glossary_id not in (None, "") else None)
+        if source is not None:
+            self.service.route(source, target)
+        self._charge(key, sum(len(text) for text in texts))
+        translations, _, detections = await self.service.translate_texts(
+            texts, source or "auto", target, tag_handling or "text", 1, glossary, reading)
+        return JSONResponse({"translations": [
+            {"detected_source_language": (source or (detection or {}).get("language")
+                                          or self.service.routes.sources[0]).upper(),
+             "text": translation, "billed_characters": len(text)}
+            for text, translation, detection in zip(texts, translations, detections)]})
+
+    def _check_options(self, fields):
+        """DeepL's options that change nothing here, refused where DeepL
+        refuses them."""
+        formality = _text(fields, "formality", "default")
+        if formality in ("more", "less"):
+            raise Refused(400, "'formality' is not supported for given 'target_lang'.")
+        if formality not in FORMALITIES:
+            raise Refused(400, "Value for 'formality' not supported.")
+        model_type = _text(fields, "model_type")
+        if model_type is not None and model_type not in MODEL_TYPES:
+            raise Refused(400, "Value for 'model_type' not supported.")
+        for name in ("preserve_formatting", "outline_detection", "show_billed_characters"):
+            _flag(fields.get(name), name)
+        if not isinstance(fields.get("context", ""), str):
+            raise Refused(400, "Value for 'context' not supported.")
+
+    # ------------------------------------------------------------ languages, usage
+
+    async def languages(self, request):
+        fields = await self._fields(request)
+        self._key(request, fields)
+        kind = _text(fields, "type", "source")
+        if kind == "source":
+            return JSONResponse([{"language": code.upper(), "name": language_name(code)}
+                                 for code in self.service.routes.sources])
+        if kind != "target":
+            raise Refused(400, "Parameter 'type' is invalid. 'source' and 'target' are valid "
+                               "values.")
+        targets = sorted({target for source in self.service.routes.sources
+                          for target in self.service.routes.targets(source)})
+        listed = [{"language": code, "name": name, "supports_formality": False}
+                  for target in targets
+                  for code, name in VARIANTS.get(target, ((target.upper(),
+                                                           language_name(target)),))]
+        return JSONResponse(listed)
+
+    async def languages_v3(self, request):
+        """The languages as Weblate reads DeepL's v3 list: each one, whether
+        it is a source and a target (of text, or of a glossary: a pair one
+        model translates), and its features (none: no formality)."""
+        fields = await self._fields(request)
+        self._key(request, fields)
+        resource = _text(fields, "resource", "translate_text")
+        if resource not in ("translate_text", "translate_document", "glossary"):
+            raise Refused(400, "Value for 'resource' not supported.")
+        routes = self.service.routes
+        pairs = (set(routes.direct) if resource == "glossary"
+                 else {(source, target) for source in routes.sources
+                       for target in routes.targets(source)})
+        return JSONResponse([{"lang": code.upper(), "name": language_name(code),
+                              "usable_as_source": any(code == pair[0] for pair in pairs),
+                              "usable_as_target": any(code == pair[1] for pair in pairs),
+                              "features": []} for code in routes.languages])
+
+    async def usage(self, request):
+        fields = await self._fields(request)
+        key = self._key(request, fields)
+        answer = {"character_count": self.characters.get(key, 0)}
+        if self.settings.char_quota is not None:
+            answer["character_limit"] = self.settings.char_quota
+        return JSONResponse(answer)
+
+    async def glossary_pairs(self, request):
+        self._key(request, await self._fields(request))
+        return JSONResponse({"supported_languages": [
+            {"source_lang": source, "target_lang": target}
+            for source, target in sorted(self.service.routes.direct)]})
+
+    # ------------------------------------------------------------ glossaries
+
+    def _glossary_language(self, value, name):
+        if not isinstance(value, str) or not value:
+            raise Refused(400, f"Parameter '{name}' not specified.")
+        return value.split("-")[0].lower()
+
+    def _dictionary(self, fields):
+        """A `glossary_store.Dictionary` of the fields `source_lang`,
+        `target_lang`, `entries` and `entries_format`, for a pair one model
+        translates."""
+        source = self._glossary_language(fields.get("source_lang"), "source_lang")
+        target = self._glossary_language(fields.get("target_lang"), "target_lang")
+        if (source, target) not in self.service.routes.direct:
+            raise Refused(400, f"Unsupported glossary source and target language pair: no "
+                               f"model here translates {source} to {target}")
+        entries = fields.get("entries")
+        if entries is None:
+            raise Refused(400, "Parameter 'entries' not specified.")
+        return read_dictionary(entries, fields.get("entries_format", "tsv"), source, target)
+
+    def _name(self, fields, required=True):
+        name = fields.get("name")
+        if name is None and not required:
+            return None
+        if not isinstance(name, str) or not name.strip():
+            raise Refused(400, "Missing or invalid argument: name")
+        return name
+
+    async def _glossary_fields(self, request):
+        fields = await self._fields(request, self.settings.max_glossary_bytes)
+        self._key(request, fields)
+        return fields
+
+    @staticmethod
+    def _info_v2(glossary):
+        """A glossary as v2 shows it: its first dictionary's pair."""
+        first = glossary.dictionaries[0] if glossary.dictionaries else None
+        return {"glossary_id": glossary.glossary_id, "name": glossary.name, "ready": True,
+                "source_lang": first.source if first else "",
+                "target_lang": first.target if first else "",
+                "creation_time": glossary.creation_time,
+                "entry_count": len(first.entries) if first else 0}
+
+    @staticmethod
+    def _info_v3(glossary):
+        return {"glossary_id": glossary.glossary_id, "name": glossary.name,
+                "dictionaries": [_dictionary_info(found) for found in glossary.dictionaries],
+                "creation_time": glossary.creation_time}
+
+    async def create_glossary(self, request):
+        fields = await self._glossary_fields(request)
+        name = self._name(fields)
+        glossary = await asyncio.to_thread(self.glossaries.create, name,
+                                           [self._dictionary(fields)])
+        return JSONResponse(self._info_v2(glossary), status_code=201)
+
+    async def list_glossaries(self, request):
+        self._key(request, await self._fields(request))
+        found = await asyncio.to_thread(self.glossaries.list)
+        return JSONResponse({"glossaries": [self._info_v2(glossary) for glossary in found]})
+
+    async def glossary(self, request):
+        self._key(request, await self._fields(request))
+        glossary_id = request.path_params["glossary_id"]
+        if request.method == "DELETE":
+            await asyncio.to_thread(self.glossaries.delete, glossary_id)
+            return Response(status_code=204)
+        return JSONResponse(self._info_v2(self.glossaries.get(glossary_id)))
+
+    async def glossary_entries(self, request):
+        self._key(request, await self._fields(request))
+        accepted = request.headers.get("accept", "*/*")
+        if not any(kind.split(";")[0].strip() in ("text/tab-separated-values", "*/*", "text/*")
+                   for kind in accepted.split(",")):
+            raise Refused(415, "No supported media type specified in Accept header")
+        glossary = self.glossaries.get(request.path_params["glossary_id"])
+        first = glossary.dictionaries[0] if glossary.dictionaries else None
+        return Response(_tsv(first.entries if first else []),
+                        media_type="text/tab-separated-values; charset=UTF-8")
+
+    async def create_glossary_v3(self, request):
+        fields = await self._glossary_fields(request)
+        name = self._name(fields)
+        dictionaries = fields.get("dictionaries")
+        if not dictionaries:
+            raise Refused(400, "Parameter 'dictionaries' not specified.")
+        if not isinstance(dictionaries, list) or not all(isinstance(found, dict)
+                                                         for found in dictionaries):
+            raise Refused(400, "Value for 'dictionaries' not supported: give a list of "
+                               "objects")
+        read = [self._dictionary(found) for found in dictionaries]
+        if len({(found.source, found.target) for found in read}) < len(read):
+            raise Refused(400, "Two dictionaries of the glossary have the same language pair")
+        glossary = await asyncio.to_thread(self.glossaries.create, name, read)
+        return JSONResponse(self._info_v3(glossary), status_code=201)
+
+    async def list_glossaries_v3(self, request):
+        self._key(request, await self._fields(request))
+        found = await asyncio.to_thread(self.glossaries.list)
+        return JSONResponse({"glossaries": [self._info_v3(glossary) for glossary in found]})
+
+    async def glossary_v3(self, request):
+        glossary_id = request.path_params["glossary_id"]
+        if request.method == "PATCH":
+            fields = await self._glossary_fields(request)
+            dictionaries = fields.get("dictionaries") or []
+            if not isinstance(dictionaries, list) or len(dictionaries) > 1 or not all(
+                    isinstance(found, dict) for found in dictionaries):
+                raise Refused(400, "Value for 'dictionaries' not supported: give one "
+                                   "dictionary")
+            glossary = await asyncio.to_thread(
+                self.glossaries.update, glossary_id, self._name(fields, required=False),
+                [self._dictionary(found) for found in dictionaries])
+            return JSONResponse(self._info_v3(glossary))
+        self._key(request, await self._fields(request))
+        if request.method == "DELETE":
+            await asyncio.to_thread(self.glossaries.delete, glossary_id)
+            return Response(status_code=204)
+        return JSONResponse(self._info_v3(self.glossaries.get(glossary_id)))
+
+    async def dictionary_v3(self, request):
+        glossary_id = request.path_params["glossary_id"]
+        if request.method == "PUT":
+            fields = await self._glossary_fields(request)
+            found = self._dictionary(fields)
+            await asyncio.to_thread(self.glossaries.update, glossary_id, None, [found],
+                                    replace=True)
+            return JSONResponse(_dictionary_info(found))
+        fields = await self._fields(request)
+        self._key(request, fields)
+        source = self._glossary_language(fields.get("source_lang"), "source_lang")
+        target = self._glossary_language(fields.get("target_lang"), "target_lang")
+        await asyncio.to_thread(self.glossaries.remove_dictionary, glossary_id, source, target)
+        return Response(status_code=204)
+
+    async def glossary_entries_v3(self, request):
+        fields = await self._fields(request)
+        self._key(request, fields)
+        glossary = self.glossaries.get(request.path_params["glossary_id"])
+        source = self._glossary_language(fields.get("source_lang"), "source_lang")
+        target = self._glossary_language(fields.get("target_lang"), "target_lang")
+        found = glossary.dictionary(source, target)
+        if found is None:
+            raise Refused(404, f"The glossary has no dictionary from {source} to {target}")
+        return JSONResponse({"dictionaries": [{
+            "source_lang": source, "target_lang": target, "entries_format": "tsv",
+            "entries": _tsv(found.entries)}]})
+
+    # ------------------------------------------------------------ documents
+
+    async def upload_document(self, request):
+        fields = await self._fields(request, self.settings.max_request_bytes
+                                    + self.settings.max_file_bytes)
+        key = self._key(request, fields)
+        upload = fields.get("file")
+        if not isinstance(upload, bodies.Upload) or not upload.data:
+            raise Refused(400, "Invalid file data.")
+        name = os.path.basename(_text(fields, "filename") or upload.filename or "")
+        extension = os.path.splitext(name)[1].lower()
+        if extension not in FILE_FORMATS:
+            raise Refused(400, f"Invalid file data: a document is one of "
+                               f"{', '.join(FILE_FORMATS)} here")
+        output = _text(fields, "output_format")
+        if output and f".{output.lower()}" != extension:
+            raise Refused(400, "output_format not supported.")
+        target = self._target(fields.get("target_lang"))
+        source = self._source(fields.get("source_lang"))
+        self._check_options(fields)
+        if source == target:
+            raise Refused(400, "Source and target language are equal.")
+        if source is not None:
+            self.service.route(source, target)
+        glossary_id = fields.get("glossary_id")
+        glossary = (self._pair_glossary(glossary_id, source, target)
+                    if glossary_id not in (None, "") else None)
+        self._charge(key, 0)  # a key whose quota is spent hands in no more
+        job = self.documents.submit(name, upload.data, source or "auto", target, glossary,
+                                    on_done=lambda characters: self._count(key, characters))
+        return JSONResponse({"document_id": job.document_id, "document_key": job.document_key})
+
+    def _count(self, key, characters):
+        self.characters[key] = self.characters.get(key, 0) + characters
+
+    async def _job_fields(self, request):
+        fields = await self._fields(request)
+        self._key(request, fields)
+        return request.path_params["document_id"], fields.get("document_key")
+
+    async def document_status(self, request):
+        job = self.documents.job(*await self._job_fields(request))
+        answer = {"document_id": job.document_id, "status": job.status}
+        if job.status in ("queued", "translating"):
+            answer["seconds_remaining"] = 1
+        elif job.status == "done":
+            answer.update(seconds_remaining=0, billed_characters=job.billed_characters)
+        else:
+            answer.update(error_message=job.error_message, message=job.error_message)
+        return JSONResponse(answer)
+
+    async def document_result(self, request):
+        name, data = self.documents.result(*await self._job_fields(request))
+        kind = {".txt": "text/plain; charset=utf-8", ".html": "text/html; charset=utf-8",
+                ".htm": "text/html; charset=utf-8",
+                ".docx": "application/vnd.openxmlformats-officedocument."
+                         "wordprocessingml.document"}[os.path.splitext(name)[1].lower()]
+        return Response(data, media_type=kind, headers={
+            "Content-Disposition": f"attachment; filename*=utf-8''{urllib.parse.quote(name)}"})
+
+
+def _dictionary_info(found):
+    return {"source_lang": found.source, "target_lang": found.target,
+            "entry_count": len(found.entries)}
+
+
+def _tsv(entries):
+    return "\n".join(f"{source}\t{target}" for source, target in entries)

@@ -1,0 +1,495 @@
+"""DeepL's API as DeepL's own clients use it, against a server of two models
+(German -> English and English -> French): the official Python client
+(`deepl`, its v2 calls and `DeepLClient`'s v3 multilingual glossaries),
+the official Node client where node is, the exact requests of Weblate's
+DeepL backend (both its generations) and of LibreOffice's; each answer
+compared with the Keras runtime's own translation, a glossary obeyed
+alike through DeepL's and LibreTranslate's APIs; and each kind of bad
+input answered with DeepL's status and one line. Traffic goes to
+127.0.0.1 only."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import deepl
+import docx
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from helpers import processes, servers
+from helpers.files import zip_bomb
+from helpers.small_run import pair_runs
+from keras_transformer import runtimes
+from keras_transformer.documents import read_document
+from keras_transformer.documents.html import Markup
+from keras_transformer.documents.sentences import split_sentences
+from keras_transformer.glossary import Glossary
+from keras_transformer.serving import ServedModel, Settings, create_app
+from keras_transformer.serving.glossary_store import Dictionary, GlossaryStore
+
+KEY = "deepl-key"
+TERMS = {"Haus": "Baum", "klein": "oder dort"}
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    """Not reseeded between tests (see tests/serving/test_serve.py)."""
+
+
+@pytest.fixture(scope="module")
+def models(small_run, tmp_path_factory):
+    return [ServedModel(runtimes.open_runtime(str(run), in_flight=1), *pair)
+            for run, pair in zip(pair_runs(small_run, tmp_path_factory.mktemp("deepl-pair")),
+                                 (("de", "en"), ("en", "fr")))]
+
+
+@pytest.fixture(scope="module")
+def glossaries_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("deepl-glossaries")
+
+
+def _settings(models, glossaries_dir, **options):
+    return Settings(models, api_keys={KEY}, glossaries_dir=str(glossaries_dir),
+                    max_file_bytes=2**20, **options)
+
+
+@pytest.fixture(scope="module")
+def url(models, glossaries_dir):
+    with servers.serving(create_app(_settings(models, glossaries_dir))) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def translator(url):
+    return deepl.Translator(KEY, server_url=url.rstrip("/"))
+
+
+@pytest.fixture(scope="module")
+def client(url):
+    return deepl.DeepLClient(KEY, server_url=url.rstrip("/"))
+
+
+def _expected(model, text, language, glossary=None):
+    """`text` translated by the runtime as its sentences, joined back."""
+    parts = split_sentences(text, language)
+    found = model.runtime.translate(list(parts.sentences), glossary=glossary) \
+        if glossary else model.runtime.translate(list(parts.sentences))
+    return parts.join([hypotheses[0][0] for hypotheses in found])
+
+
+def test_translate_text_one_and_a_list_with_and_without_the_source(translator, models):
+    one = translator.translate_text("Das Haus ist groß. Der Baum war hier.", source_lang="DE",
+                                    target_lang="EN-US")
+    assert one.text == _expected(models[0], "Das Haus ist groß. Der Baum war hier.", "de")
+    assert one.detected_source_lang == "DE" and one.billed_characters == 37
+    texts = ["Das Haus ist klein.", "Der Baum ist groß und nicht hier."]
+    listed = translator.translate_text(texts, target_lang="EN-GB")
+    assert [result.text for result in listed] == [_expected(models[0], text, "de")
+                                                  for text in texts]
+    assert [result.detected_source_lang for result in listed] == ["DE", "DE"]
+    # German -> French goes through English, as LibreTranslate's API takes it.
+    through = translator.translate_text("Das Haus", source_lang="DE", target_lang="FR")
+    english = models[0].runtime.translate(["Das Haus"])[0][0][0]
+    assert through.text == models[1].runtime.translate([english])[0][0][0]
+
+
+def test_tag_handling_html_keeps_the_markup(translator, models):
+    html = "<p>Das <b>Haus</b> ist groß.</p><p>Der Baum</p>"
+    answer = translator.translate_text(html, source_lang="DE", target_lang="EN-US",
+                                       tag_handling="html")
+    assert answer.text == models[0].runtime.translate_documents([html], "html")[0]
+    assert answer.text.startswith("<p>") and answer.text.count("<b>") == 1
+
+
+def test_a_glossary_made_by_create_glossary_is_obeyed_listed_and_deleted(translator, models):
+    glossary = translator.create_glossary("terms", source_lang="DE", target_lang="EN",
+                                          entries=TERMS)
+    assert (glossary.source_lang, glossary.target_lang, glossary.entry_count) == ("DE", "EN", 2)
+    text = "Dort war ein Haus. Es ist klein."
+    answer = translator.translate_text(text, source_lang="DE", target_lang="EN-US",
+                                       glossary=glossary)
+    assert answer.text == _expected(models[0], text, "de", Glossary.of(TERMS.items(), "de"))
+    assert "Baum" in answer.text and "oder dort" in answer.text
+    assert glossary.glossary_id in [found.glossary_id for found in translator.list_glossaries()]
+    assert translator.get_glossary(glossary.glossary_id).name == "terms"
+    assert translator.get_glossary_entries(glossary) == TERMS
+    translator.delete_glossary(glossary)
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        translator.get_glossary(glossary.glossary_id)
+    assert glossary.glossary_id not in [found.glossary_id
+                                        for found in translator.list_glossaries()]
+
+
+def test_a_multilingual_glossary_of_deepl_client(client, models):
+    Entries = deepl.api_data.MultilingualGlossaryDictionaryEntries
+    made = client.create_multilingual_glossary("both", [
+        Entries("DE", "EN", {"Haus": "Baum"}), Entries("EN", "FR", {"tree": "arbre"})])
+    assert sorted((found.source_lang, found.target_lang, found.entry_count)
+                  for found in made.dictionaries) == [("DE", "EN", 1), ("EN", "FR", 1)]
+    answer = client.translate_text("Das Haus", source_lang="DE", target_lang="EN-US",
+                                   glossary=made)
+    assert answer.text == _expected(models[0], "Das Haus", "de",
+                                    Glossary.of([("Haus", "Baum")], "de"))
+    updated = client.update_multilingual_glossary_dictionary(made, Entries("DE", "EN",
+                                                                          {"klein": "small"}))
+    assert next(found.entry_count for found in updated.dictionaries
+                if found.source_lang == "DE") == 2
+    client.replace_multilingual_glossary_dictionary(made, Entries("DE", "EN", {"Baum": "house"}))
+    entries = client.get_multilingual_glossary_entries(made, "DE", "EN").dictionaries[0]
+    assert entries.entries == "Baum\thouse"  # (the client hands on the TSV as sent)
+    assert client.update_multilingual_glossary_name(made, "renamed").name == "renamed"
+    client.delete_multilingual_glossary_dictionary(made, source_lang="EN", target_lang="FR")
+    assert [(found.source_lang, found.target_lang)
+            for found in client.get_multilingual_glossary(made.glossary_id).dictionaries] == [
+        ("DE", "EN")]
+    client.delete_multilingual_glossary(made)
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        client.get_multilingual_glossary(made.glossary_id)
+
+
+def test_languages_pairs_and_usage(translator):
+    assert [(found.code, found.name) for found in translator.get_source_languages()] == [
+        ("DE", "German"), ("EN", "English")]
+    assert [(found.code, found.supports_formality)
+            for found in translator.get_target_languages()] == [
+        ("EN-GB", False), ("EN-US", False), ("FR", False)]
+    assert [(pair.source_lang, pair.target_lang)
+            for pair in translator.get_glossary_languages()] == [("de", "en"), ("en", "fr")]
+    before = translator.get_usage().character.count
+    translator.translate_text("Das Haus", source_lang="DE", target_lang="EN-US")
+    usage = translator.get_usage()
+    assert usage.character.count == before + len("Das Haus")
+    assert usage.character.limit is None and not usage.any_limit_reached
+
+
+@pytest.mark.slow
+def test_translate_document_of_a_docx_and_an_html_file(translator, models, tmp_path):
+    document = docx.Document()
+    paragraph = document.add_paragraph("Das ist ")
+    paragraph.add_run("ein großes").bold = True
+    paragraph.add_run(" Haus.")
+    document.add_paragraph("Der Baum war hier.")
+    document.save(tmp_path / "brief.docx")
+    (tmp_path / "seite.html").write_text("<p>Das <i>Haus</i> ist klein.</p>", encoding="utf-8")
+    for name in ("brief.docx", "seite.html"):
+        with open(tmp_path / name, "rb") as source, open(tmp_path / f"out-{name}", "wb") as out:
+            status = translator.translate_document(source, out, source_lang="DE",
+                                                   target_lang="EN-US")
+        assert status.done and status.billed_characters > 0
+    translated = docx.Document(tmp_path / "out-brief.docx")
+    for original, new in zip(document.paragraphs, translated.paragraphs):
+        assert new.text == _expected(models[0], original.text, "de")
+    assert [run.bold for run in translated.paragraphs[0].runs].count(True) == 1
+    html = (tmp_path / "out-seite.html").read_text(encoding="utf-8")
+    assert html == translator.translate_text("<p>Das <i>Haus</i> ist klein.</p>",
+                                             source_lang="DE", target_lang="EN-US",
+                                             tag_handling="html").text
+
+
+def _post(url, path, **request):
+    return httpx.post(url + path, timeout=60, **request)
+
+
+def test_weblate_requests_v2_generation(url):
+    """Weblate 5 (v2 only): the language lists, the glossary pairs, its
+    glossary found by name or created from TSV, and XML with its
+    placeholders, which come back verbatim."""
+    headers = {"Authorization": f"DeepL-Auth-Key {KEY}",
+               "Accept": "application/json; charset=utf-8"}
+    get = lambda path, **params: httpx.get(url + path, headers=headers, params=params, timeout=60)  # noqa: E731
+    assert "DE" in [found["language"] for found in get("v2/languages", type="source").json()]
+    targets = get("v2/languages", type="target").json()
+    assert all("supports_formality" in found for found in targets)
+    pairs = get("v2/glossary-language-pairs").json()["supported_languages"]
+    assert {"source_lang": "de", "target_lang": "en"} in pairs
+    name = "weblate:1:DE:EN:9e250d830c11d70f"
+    assert name not in [found["name"] for found in get("v2/glossaries").json()["glossaries"]]
+    created = _post(url, "v2/glossaries", headers=headers, json={
+        "name": name, "source_lang": "DE", "target_lang": "EN", "entries": "Haus\tBaum",
+        "entries_format": "tsv"})
+    assert created.status_code == 201, created.text
+    listed = {found["name"]: found for found in get("v2/glossaries").json()["glossaries"]}
+    glossary_id = listed[name]["glossary_id"]
+    text = 'Das Haus, <x id="7"></x>! &lt;&lt;foo&gt;&gt;'
+    answer = _post(url, "v2/translate", headers=headers, json={
+        "text": [text], "source_lang": "DE", "target_lang": "EN", "formality": "default",
+        "tag_handling": "xml", "ignore_tags": ["x"], "context": "a button",
+        "glossary_id": glossary_id, "model_type": "prefer_quality_optimized"})
+    assert answer.status_code == 200, answer.text
+    translated = answer.json()["translations"][0]["text"]
+    assert translated.count('<x id="7"></x>') == 1 and "Baum" in translated
+    assert "<<" not in translated  # its escaped text stays escaped
+    assert _post(url, "v2/translate", headers=headers, json={
+        "text": ["test"], "source_lang": "en", "target_lang": "de"}).status_code == 400
+    assert httpx.delete(url + f"v2/glossaries/{glossary_id}", headers=headers).status_code == 204
+
+
+def test_weblate_requests_v3_generation(url):
+    """Weblate's newer backend: /v3/languages, a multilingual glossary
+    created, its dictionary replaced and renamed, then used."""
+    headers = {"Authorization": f"DeepL-Auth-Key {KEY}"}
+    languages = httpx.get(url + "v3/languages", headers=headers,
+                          params={"resource": "translate_text"}).json()
+    usable = {found["lang"]: (found["usable_as_source"], found["usable_as_target"])
+              for found in languages}
+    assert usable == {"DE": (True, False), "EN": (True, True), "FR": (False, True)}
+    glossary_languages = httpx.get(url + "v3/languages", headers=headers,
+                                   params={"resource": "glossary"}).json()
+    assert {found["lang"] for found in glossary_languages if found["usable_as_source"]} == {
+        "DE", "EN"}
+    created = _post(url, "v3/glossaries", headers=headers, json={
+        "name": "weblate:1:DE:EN:aaaa", "dictionaries": [{
+            "source_lang": "de", "target_lang": "en", "entries": "Haus\thouse",
+            "entries_format": "tsv"}]})
+    assert created.status_code == 201, created.text
+    glossary_id = created.json()["glossary_id"]
+    replaced = httpx.put(url + f"v3/glossaries/{glossary_id}/dictionaries", headers=headers,
+                         json={"source_lang": "de", "target_lang": "en",
+                               "entries": "Haus\tBaum", "entries_format": "tsv"})
+    assert replaced.json() == {"source_lang": "de", "target_lang": "en", "entry_count": 1}
+    renamed = httpx.patch(url + f"v3/glossaries/{glossary_id}", headers=headers,
+                          json={"name": "weblate:1:DE:EN:bbbb"})
+    assert renamed.json()["name"] == "weblate:1:DE:EN:bbbb"
+    answer = _post(url, "v2/translate", headers=headers, json={
+        "text": ['Ein Haus <x id="0"></x>'], "source_lang": "DE", "target_lang": "EN",
+        "tag_handling": "xml", "ignore_tags": ["x"], "glossary_id": glossary_id})
+    assert "Baum" in answer.json()["translations"][0]["text"]
+    assert '<x id="0"></x>' in answer.json()["translations"][0]["text"]
+    assert httpx.delete(url + f"v3/glossaries/{glossary_id}", headers=headers).status_code == 204
+
+
+def test_libreoffice_request(url, models):
+    """LibreOffice Writer: a form with auth_key, the text as HTML and
+    tag_handling in the URL's query."""
+    answer = _post(url, "v2/translate?tag_handling=html", content=(
+        f"auth_key={KEY}&target_lang=EN-GB&text=%3Cspan%3EDas%20Haus%3C%2Fspan%3E").encode(),
+                   headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert answer.status_code == 200, answer.text
+    text = answer.json()["translations"][0]["text"]
+    assert text.startswith("<span>") and text.endswith("</span>")
+    assert text == f"<span>{_expected(models[0], 'Das Haus', 'de')}</span>"
+
+
+NODE_CLIENT = os.path.join(processes.ROOT, ".node", "node_modules", "deepl-node")
+
+
+@pytest.mark.skipif(shutil.which("node") is None or not os.path.isdir(NODE_CLIENT),
+                    reason="node or the npm package deepl-node is not installed "
+                           "(tools/run_tests.sh installs it into .node where npm is)")
+def test_the_official_node_client(url, models):
+    script = textwrap.dedent(f"""
+        const deepl = require({json.dumps(NODE_CLIENT)});
+        const translator = new deepl.Translator({json.dumps(KEY)},
+                                                {{serverUrl: {json.dumps(url.rstrip('/'))}}});
+        (async () => {{
+            const plain = await translator.translateText('Das Haus', 'de', 'en-US');
+            const glossary = await translator.createGlossary(
+                'node', 'de', 'en', new deepl.GlossaryEntries({{entries: {{Haus: 'Baum'}}}}));
+            const listed = (await translator.listGlossaries()).map(g => g.glossaryId);
+            const obeyed = await translator.translateText('Das Haus', 'de', 'en-US',
+                                                          {{glossary}});
+            await translator.deleteGlossary(glossary);
+            const after = (await translator.listGlossaries()).map(g => g.glossaryId);
+            console.log(JSON.stringify({{plain: plain.text, obeyed: obeyed.text,
+                listed: listed.includes(glossary.glossaryId),
+                after: after.includes(glossary.glossaryId)}}));
+        }})().catch(error => {{ console.error(String(error)); process.exit(1); }});
+    """)
+    result = subprocess.run(["node", "-e", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert found == {"plain": _expected(models[0], "Das Haus", "de"),
+                     "obeyed": _expected(models[0], "Das Haus", "de",
+                                         Glossary.of([("Haus", "Baum")], "de")),
+                     "listed": True, "after": False}
+
+
+def test_a_glossary_is_obeyed_alike_through_either_api(url, translator):
+    """One glossary, kept through DeepL's API and sent inline through
+    LibreTranslate's: the same translations, each with the term."""
+    glossary = translator.create_glossary("both-apis", "DE", "EN", TERMS)
+    texts = ["Das Haus ist groß.", "Hier war nicht ein Haus, es ist klein."]
+    deepl_answer = [result.text for result in translator.translate_text(
+        texts, source_lang="DE", target_lang="EN-US", glossary=glossary)]
+    libre = _post(url, "translate", json={"q": texts, "source": "de", "target": "en",
+                                          "api_key": KEY, "glossary": TERMS})
+    assert libre.json()["translatedText"] == deepl_answer
+    assert all("Baum" in text for text in deepl_answer) and "oder dort" in deepl_answer[1]
+    translator.delete_glossary(glossary)
+
+
+def test_glossaries_are_shared_by_servers_of_one_folder(models, glossaries_dir):
+    """Two server processes' applications over one folder (replicas on a
+    volume): what one creates or deletes, the other sees."""
+    headers = {"Authorization": f"DeepL-Auth-Key {KEY}"}
+    with TestClient(create_app(_settings(models, glossaries_dir))) as first, \
+            TestClient(create_app(_settings(models, glossaries_dir))) as second:
+        made = first.post("/v2/glossaries", headers=headers, json={
+            "name": "shared", "source_lang": "de", "target_lang": "en",
+            "entries": "Haus\tBaum"}).json()
+        assert second.get(f"/v2/glossaries/{made['glossary_id']}", headers=headers).json() == made
+        answer = second.post("/v2/translate", headers=headers, json={
+            "text": ["Das Haus"], "source_lang": "de", "target_lang": "en-us",
+            "glossary_id": made["glossary_id"]})
+        assert "Baum" in answer.json()["translations"][0]["text"]
+        first.delete(f"/v2/glossaries/{made['glossary_id']}", headers=headers)
+        assert second.get(f"/v2/glossaries/{made['glossary_id']}",
+                          headers=headers).status_code == 404
+
+
+@pytest.mark.slow
+def test_bad_input_gets_deepl_statuses_and_one_line(models, tmp_path):
+    """Each mistake: DeepL's status and a `{"message"}` of one line, never
+    a 500."""
+    settings = _settings(models, tmp_path / "glossaries", char_quota=60,
+                         max_stored_glossary_entries=1000)
+    headers = {"Authorization": f"DeepL-Auth-Key {KEY}"}
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        made = client.post("/v2/glossaries", headers=headers, json={
+            "name": "t", "source_lang": "de", "target_lang": "en",
+            "entries": "Haus\tBaum"}).json()
+        good = {"text": ["Das Haus"], "target_lang": "EN-US"}
+        cases = [
+            (dict(json=good), {}, 403, "Authorization"),
+            (dict(json=good), {"Authorization": "DeepL-Auth-Key wrong"}, 403, "not known"),
+            (dict(json=good), {"Authorization": f"Bearer {KEY}"}, 403, "DeepL-Auth-Key"),
+            (dict(json={"target_lang": "EN-US"}), headers, 400, "'text' not specified"),
+            (dict(json={"text": ["x"], "target_lang": "ES"}), headers, 400, "target_lang"),
+            (dict(json=good | {"target_lang": "EN-XX"}), headers, 400, "target_lang"),
+            (dict(json=good | {"glossary_id": made["glossary_id"]}), headers, 400,
+             "requires the source_lang"),
+            (dict(json=good | {"source_lang": "DE",
+                               "glossary_id": "00000000-0000-0000-0000-000000000000"}),
+             headers, 400, "Glossary not found"),
+            (dict(json=good | {"source_lang": "DE", "glossary_id": "../../etc/passwd"}),
+             headers, 400, "Glossary not found"),
+            (dict(json=good | {"formality": "more"}), headers, 400, "formality"),
+            (dict(json=good | {"tag_handling": "markdown"}), headers, 400, "tag_handling"),
+            (dict(json=good | {"split_sentences": "2"}), headers, 400, "split_sentences"),
+            (dict(content=b"{not json", headers={"Content-Type": "application/json"}), headers,
+             400, "not JSON"),
+        ]
+        for request, sent_headers, status, message in cases:
+            request = dict(request)
+            request["headers"] = {**sent_headers, **request.get("headers", {})}
+            answer = client.post("/v2/translate", **request)
+            assert answer.status_code == status, (message, answer.text)
+            text = answer.json()["message"]
+            assert message in text and "\n" not in text, (message, text)
+
+        def glossary(body, status, message, path="/v2/glossaries"):
+            answer = client.post(path, headers=headers, json=body)
+            assert answer.status_code == status, (message, answer.text)
+            assert message in answer.json()["message"] and "\n" not in answer.json()["message"]
+
+        pair = {"name": "g", "source_lang": "de", "target_lang": "en"}
+        glossary(pair | {"source_lang": "fr", "entries": "a\tb"}, 400, "no model here")
+        glossary(pair | {"entries": "Haus\tBaum\nnur eine Spalte"}, 400, "line 2")
+        glossary(pair | {"entries": "Haus\tBaum\nHaus\tTurm"}, 400, "two targets")
+        glossary(pair | {"entries": "a,b", "entries_format": "xlsx"}, 400, "entries_format")
+        glossary(pair | {"entries": ""}, 400, "empty entries")
+        glossary({"name": "g", "dictionaries": "x"}, 400, "dictionaries", "/v3/glossaries")
+        glossary(pair | {"entries": "\n".join(f"Wort{i}\tword{i}" for i in range(1001))}, 413,
+                 "1001 entries")
+        huge = "\n".join(f"Wort{i}\tword{i}" for i in range(600_000))  # 10 MB
+        glossary(pair | {"entries": huge}, 413, "over this server's limit")
+        entries = client.get(f"/v2/glossaries/{made['glossary_id']}/entries",
+                             headers=headers | {"Accept": "application/json"})
+        assert entries.status_code == 415
+        assert client.get("/v2/glossaries/nonsense", headers=headers).status_code == 404
+        assert client.delete("/v2/glossaries/00000000-0000-0000-0000-000000000000",
+                             headers=headers).status_code == 404
+        # Documents: an unknown type, a zip bomb, a result fetched twice.
+        unknown = client.post("/v2/document", headers=headers, data={"target_lang": "EN-US"},
+                              files={"file": ("a.pdf", b"%PDF-1.4")})
+        assert unknown.status_code == 400 and "Invalid file data" in unknown.json()["message"]
+        bomb = client.post("/v2/document", headers=headers, data={"target_lang": "EN-US"},
+                           files={"file": ("bomb.docx", zip_bomb())})
+        assert bomb.status_code == 200
+        _wait(client, bomb.json(), headers, "error")
+        status = client.post(f"/v2/document/{bomb.json()['document_id']}", headers=headers,
+                             json={"document_key": bomb.json()["document_key"]}).json()
+        assert "unzips to" in status["error_message"]
+        done = client.post("/v2/document", headers=headers, data={"target_lang": "EN-US"},
+                           files={"file": ("a.txt", "Das Haus".encode())}).json()
+        _wait(client, done, headers, "done")
+        first = client.post(f"/v2/document/{done['document_id']}/result", headers=headers,
+                            json={"document_key": done["document_key"]})
+        again = client.post(f"/v2/document/{done['document_id']}/result", headers=headers,
+                            json={"document_key": done["document_key"]})
+        assert (first.status_code, again.status_code) == (200, 404)
+        assert client.post(f"/v2/document/{done['document_id']}", headers=headers,
+                           json={"document_key": "0" * 64}).status_code == 404
+        # The quota: 60 characters, spent.
+        spent = [client.post("/v2/translate", headers=headers, json={
+            "text": ["Das Haus ist groß."], "target_lang": "EN-US"}).status_code
+            for _ in range(4)]
+        assert spent[-1] == 456 and 200 in spent
+        usage = client.get("/v2/usage", headers=headers).json()
+        assert usage["character_limit"] == 60 and usage["character_count"] <= 60
+
+
+def _wait(client, handed, headers, status, seconds=60):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = client.post(f"/v2/document/{handed['document_id']}", headers=headers,
+                            json={"document_key": handed["document_key"]}).json()["status"]
+        if found == status:
+            return
+        assert found in ("queued", "translating"), found
+        time.sleep(0.05)
+    raise AssertionError(f"the document was not {status} in {seconds} s")
+
+
+WRITER = """
+import sys
+from keras_transformer.serving.glossary_store import Dictionary, GlossaryStore
+store = GlossaryStore(sys.argv[1])
+entries = [(f"Wort{i}", f"word{i}") for i in range(20000)]
+print("ready", flush=True)
+while True:
+    store.create("big", [Dictionary("de", "en", entries)])
+"""
+
+
+def test_glossaries_on_disk_survive_a_sigterm_in_the_middle_of_a_create(tmp_path):
+    folder = tmp_path / "glossaries"
+    store = GlossaryStore(str(folder))
+    kept = store.create("kept", [Dictionary("de", "en", [("Haus", "Baum")])])
+    for delay in (0.05, 0.2, 0.5):
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(folder)],
+                                  stdout=subprocess.PIPE, text=True, env=processes.environment())
+        assert writer.stdout.readline().strip() == "ready"
+        time.sleep(delay)
+        writer.send_signal(signal.SIGTERM)
+        assert writer.wait(timeout=60) == -signal.SIGTERM
+        writer.stdout.close()
+    reopened = GlossaryStore(str(folder))  # (removes what a cut write left)
+    found = reopened.list()
+    assert found[0].glossary_id == kept.glossary_id and found[0].name == "kept"
+    assert all(len(glossary.dictionaries[0].entries) == 20000 for glossary in found[1:])
+    assert not [name for name in os.listdir(folder) if name.startswith(".tmp-")]
+    assert reopened.compiled(kept.glossary_id, "de", "en").entries[0].targets == ("Baum",)
+
+
+def test_xml_markup_keeps_ignored_tags_as_placeholders():
+    """The reading behind `tag_handling=xml` and `ignore_tags`: every tag
+    inline, an ignored element a placeholder copied as written, text
+    escaped for XML."""
+    markup = Markup(xml=True, ignore_tags=frozenset({"x"}))
+    document = read_document('Ein <x id="1">nicht &amp; übersetzt</x> Haus\xa0<g>hier</g>.',
+                             "de", "xml", markup=markup)
+    assert document.sentences == ["Ein  Haus\xa0hier."]
+    rendered = document.render([("A house\xa0here.", None)])
+    assert '<x id="1">nicht &amp; übersetzt</x>' in rendered and "&nbsp;" not in rendered
+    assert rendered.count("<g>") == 1 and rendered.endswith(".")
+    html = read_document("<p>Ein <x>y</x> Haus</p>", "de", "html",
+                         markup=Markup(ignore_tags=frozenset({"x"})))
+    assert html.sentences == ["Ein  Haus"]
