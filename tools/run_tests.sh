@@ -38,15 +38,18 @@ done
 # The peers the slow tests check the server against, besides the Python
 # clients in .[test]: LibreTranslate itself, in a virtual environment of its
 # own (it pins Flask, requests and others that ours need not share;
-# tests/helpers/libretranslate.py), and the npm client `libretranslate`,
-# where npm is (.ci/run installs it). The quick tier runs neither.
+# tests/helpers/libretranslate.py), and the npm clients `libretranslate` and
+# DeepL's `deepl-node`, where npm is (.ci/run installs it). The quick tier
+# runs none of them. (DeepL's mock server is on no registry: see
+# tests/helpers/deepl_mock.py.)
 if [[ ${#tier[@]} -eq 0 ]]; then
     [[ -x .venv-libretranslate/bin/python ]] || python3 -m venv .venv-libretranslate
     .venv/bin/python -m uv pip install --quiet --python .venv-libretranslate/bin/python \
         "${links[@]}" libretranslate==1.9.6
-    if command -v npm > /dev/null && [[ ! -d .node/node_modules/libretranslate ]]; then
+    if command -v npm > /dev/null && [[ ! -d .node/node_modules/libretranslate
+                                        || ! -d .node/node_modules/deepl-node ]]; then
         npm install --prefix .node --no-audit --no-fund --loglevel=error libretranslate@1.0.1 \
-            > /dev/null
+            deepl-node@1.28.0 > /dev/null
     fi
 fi
 

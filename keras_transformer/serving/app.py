@@ -197,7 +197,8 @@ def create_app(settings):
 
 class _QueryLimit:
     """An ASGI application that answers a query string over `max_bytes`
-    with a 414 and one line, whatever the path."""
+    with a 414 and one line, whatever the path (in the error body of the
+    API the path is DeepL's or LibreTranslate's)."""
 
     def __init__(self, app, max_bytes):
         self.app, self.max_bytes = app, max_bytes
@@ -205,8 +206,9 @@ class _QueryLimit:
     async def __call__(self, scope, receive, send):
         length = len(scope.get("query_string", b""))
         if scope["type"] == "http" and length > self.max_bytes:
-            response = JSONResponse({"error": f"The query string ({length} bytes) is over this "
-                                              f"server's limit of {self.max_bytes} bytes; send "
-                                              "the fields in the body"}, status_code=414)
+            field = "message" if scope["path"].startswith(deepl.PREFIXES) else "error"
+            response = JSONResponse({field: f"The query string ({length} bytes) is over this "
+                                            f"server's limit of {self.max_bytes} bytes; send "
+                                            "the fields in the body"}, status_code=414)
             return await response(scope, receive, send)
         await self.app(scope, receive, send)

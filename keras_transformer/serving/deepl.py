@@ -65,6 +65,9 @@ from keras_transformer.serving.service import FILE_FORMATS, language_name
 
 LOG = logging.getLogger("keras_transformer.serving")
 
+PREFIXES = ("/v2/", "/v3/")
+"""Where the server mounts this API."""
+
 PATHS = ("/v2/translate", "/v2/languages", "/v2/usage", "/v2/glossary-language-pairs",
          "/v2/glossaries", "/v2/document", "/v3/glossaries", "/v3/languages")
 """The paths of this API (for the metrics' labels; a glossary's or a
@@ -261,7 +264,7 @@ class DeeplApi:
             raise Refused(400, "Value for 'target_lang' not supported.")
         return base.lower()
 
-    def _pair_glossary(self, glossary_id, source, target):
+    async def _pair_glossary(self, glossary_id, source, target):
         """The compiled glossary `glossary_id` for `source` -> `target` (a
         400 for an unknown id, as DeepL's translate answers it)."""
         if not isinstance(glossary_id, str):
@@ -270,8 +273,8 @@ class DeeplApi:
             raise Refused(400, "Use of a glossary requires the source_lang parameter to be "
                                "specified")
         self.service.glossary_route(source, target)
-        try:
-            return self.glossaries.compiled(glossary_id, source, target)
+        try:  # (compiling a large glossary takes a while: off the event loop)
+            return await asyncio.to_thread(self.glossaries.compiled, glossary_id, source, target)
         except Refused as refusal:
             if refusal.status == 404:
                 raise Refused(400, "Glossary not found") from None
@@ -307,7 +310,7 @@ class DeeplApi:
         else:
             reading = {"split": SPLITS[split], "lines": split == "1"}
         glossary_id = fields.get("glossary_id")
-        glossary = (self._pair_glossary(glossary_id, source, target)
+        glossary = (await self._pair_glossary(glossary_id, source, target)
                     if glossary_id not in (None, "") else None)
         if source is not None:
             self.service.route(source, target)
@@ -562,7 +565,7 @@ class DeeplApi:
         if source is not None:
             self.service.route(source, target)
         glossary_id = fields.get("glossary_id")
-        glossary = (self._pair_glossary(glossary_id, source, target)
+        glossary = (await self._pair_glossary(glossary_id, source, target)
                     if glossary_id not in (None, "") else None)
         self._charge(key, 0)  # a key whose quota is spent hands in no more
         job = self.documents.submit(name, upload.data, source or "auto", target, glossary,

@@ -11,9 +11,9 @@ reader, or a restart after SIGTERM in the middle of a write, sees the old
 glossary or the new one, never part of one. Changes are serialised by an
 advisory lock on the folder's `.lock` file (`fcntl.flock`), across
 processes as within one. Reads go to the disk every time (a directory
-listing, a file read), so one replica sees what another wrote; the
-compiled `glossary.Glossary` of a dictionary is cached by its file's
-modification time.
+listing, a file read, or for a translation the file's version alone), so
+one replica sees what another wrote; the compiled `glossary.Glossary` of
+a dictionary is kept for each version of its file.
 
 The folder is bounded: at most `max_glossaries` glossaries, each with at
 most `max_entries` entries in all.
@@ -91,7 +91,7 @@ class GlossaryStore:
         self.folder, self.max_glossaries, self.max_entries = folder, max_glossaries, max_entries
         os.makedirs(folder, exist_ok=True)
         self._lock = threading.Lock()
-        self._compiled = {}  # (id, source, target) -> (mtime_ns, Glossary)
+        self._compiled = {}  # (id, source, target) -> (the file's version, Glossary)
         for entry in os.scandir(folder):  # what a write cut short by a signal left
             if entry.name.startswith(".tmp-"):
                 with contextlib.suppress(OSError):
@@ -210,21 +210,28 @@ class GlossaryStore:
 
     def compiled(self, glossary_id, source, target):
         """The `glossary.Glossary` of the glossary's `source` -> `target`
-        dictionary, which the search obeys; a 404 for an unknown id, a 400
-        for a glossary without that pair."""
-        path = self._path(glossary_id)
+        dictionary, which the search obeys, compiled once for each version
+        of its file (a request reads only the file's time when it has not
+        changed); a 404 for an unknown id, a 400 for a glossary without that
+        pair."""
+        if not _ID.fullmatch(glossary_id or ""):
+            raise Refused(404, "Glossary not found")
+        try:  # a write is a new file (`os.replace`): its inode tells versions apart
+            found = os.stat(self._path(glossary_id))
+        except FileNotFoundError:
+            raise Refused(404, "Glossary not found") from None
+        stamp = (found.st_ino, found.st_mtime_ns, found.st_size)
+        cached = self._compiled.get((glossary_id, source, target))
+        if cached and cached[0] == stamp:
+            return cached[1]
         glossary = self.get(glossary_id)
         found = glossary.dictionary(source, target)
         if found is None:
             pairs = ", ".join(f"{other.source}-{other.target}" for other in glossary.dictionaries)
             raise Refused(400, f"Glossary dictionary not found: the glossary's language pairs "
                                f"({pairs}) do not include {source}-{target}")
-        with contextlib.suppress(OSError):
-            stamp = os.stat(path).st_mtime_ns
-            cached = self._compiled.get((glossary_id, source, target))
-            if cached and cached[0] == stamp:
-                return cached[1]
-            compiled = Glossary.of(found.entries, source, name=f"glossary {glossary.name!r}")
-            self._compiled[glossary_id, source, target] = (stamp, compiled)
-            return compiled
-        raise Refused(404, "Glossary not found")
+        compiled = Glossary.of(found.entries, source, name=f"glossary {glossary.name!r}")
+        if len(self._compiled) >= 2 * self.max_glossaries:  # those deleted elsewhere, too
+            self._compiled.clear()
+        self._compiled[glossary_id, source, target] = (stamp, compiled)
+        return compiled

@@ -417,6 +417,9 @@ def test_bad_input_gets_deepl_statuses_and_one_line(models, tmp_path):
         status = client.post(f"/v2/document/{bomb.json()['document_id']}", headers=headers,
                              json={"document_key": bomb.json()["document_key"]}).json()
         assert "unzips to" in status["error_message"]
+        not_done = client.post(f"/v2/document/{bomb.json()['document_id']}/result",
+                               headers=headers, json={"document_key": bomb.json()["document_key"]})
+        assert not_done.status_code == 503 and "not done" in not_done.json()["message"]
         done = client.post("/v2/document", headers=headers, data={"target_lang": "EN-US"},
                            files={"file": ("a.txt", "Das Haus".encode())}).json()
         _wait(client, done, headers, "done")
@@ -434,6 +437,25 @@ def test_bad_input_gets_deepl_statuses_and_one_line(models, tmp_path):
         assert spent[-1] == 456 and 200 in spent
         usage = client.get("/v2/usage", headers=headers).json()
         assert usage["character_limit"] == 60 and usage["character_count"] <= 60
+
+
+def test_requests_documents_and_query_strings_beyond_the_limits(models, tmp_path):
+    """429 beyond --req-limit and beyond the documents held, 414 for an
+    overlong query string, each in DeepL's body."""
+    settings = _settings(models, tmp_path / "glossaries", req_limit=3, max_documents=1,
+                         max_query_bytes=1000)
+    headers = {"Authorization": f"DeepL-Auth-Key {KEY}"}
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        upload = dict(headers=headers, data={"target_lang": "EN-US", "source_lang": "DE"},
+                      files={"file": ("a.txt", b"Das Haus")})
+        assert client.post("/v2/document", **upload).status_code == 200
+        held = client.post("/v2/document", **upload)
+        assert held.status_code == 429 and "Too many documents" in held.json()["message"]
+        answers = [client.get("/v2/usage", headers=headers) for _ in range(2)]
+        assert [answer.status_code for answer in answers] == [200, 429]  # the 4th request
+        assert "Slowdown" in answers[1].json()["message"]
+        long = client.get("/v2/languages?type=source&x=" + "a" * 2000, headers=headers)
+        assert long.status_code == 414 and "query string" in long.json()["message"]
 
 
 def _wait(client, handed, headers, status, seconds=60):
