@@ -360,22 +360,42 @@ class DeeplApi:
         return JSONResponse(listed)
 
     async def languages_v3(self, request):
-        """The languages as Weblate reads DeepL's v3 list: each one, whether
-        it is a source and a target (of text, or of a glossary: a pair one
-        model translates), and its features (none: no formality)."""
+        """DeepL's v3 list of languages (what Weblate's newer backend reads):
+        for a `resource` (text, documents or glossaries), each language, its
+        target variants, whether each is a source and a target (of a
+        glossary: a pair one model translates), and its features, as DeepL
+        names them (no formality here)."""
         fields = await self._fields(request)
         self._key(request, fields)
-        resource = _text(fields, "resource", "translate_text")
+        resource = _text(fields, "resource")
         if resource not in ("translate_text", "translate_document", "glossary"):
-            raise Refused(400, "Value for 'resource' not supported.")
+            raise Refused(400, "Missing or invalid argument: resource")
         routes = self.service.routes
         pairs = (set(routes.direct) if resource == "glossary"
                  else {(source, target) for source in routes.sources
                        for target in routes.targets(source)})
-        return JSONResponse([{"lang": code.upper(), "name": language_name(code),
-                              "usable_as_source": any(code == pair[0] for pair in pairs),
-                              "usable_as_target": any(code == pair[1] for pair in pairs),
-                              "features": []} for code in routes.languages])
+        sources = {source for source, _ in pairs}
+        targets = {target for _, target in pairs}
+        in_glossaries = {code for pair in routes.direct for code in pair}
+        stable = {"status": "stable"}
+        listed = []
+        for code in routes.languages:
+            entries = [(code, language_name(code), code in sources)]
+            if code in targets and resource != "glossary":  # (DeepL writes a variant en-GB)
+                entries += [(variant[:2].lower() + variant[2:], name, False)
+                            for variant, name in VARIANTS.get(code, ())]
+            for lang, name, source in entries:
+                features = {}
+                if resource != "glossary":
+                    features["tag_handling"] = stable
+                    if source:
+                        features["auto_detection"] = stable
+                    if code in in_glossaries:
+                        features["glossary"] = stable
+                listed.append({"lang": lang, "name": name, "status": "stable",
+                               "usable_as_source": source, "usable_as_target": code in targets,
+                               "features": features})
+        return JSONResponse(listed)
 
     async def usage(self, request):
         fields = await self._fields(request)

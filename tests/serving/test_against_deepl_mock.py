@@ -99,6 +99,22 @@ def languages(url):
 
 
 @check
+def languages_v3(url):
+    """Weblate's newer backend's list: the fields of each of the languages
+    both serve, and their types."""
+    headers = {"Authorization": f"DeepL-Auth-Key {KEY}"}
+    found = {}
+    for resource in ("translate_text", "glossary"):
+        listed = httpx.get(url + "v3/languages", headers=headers,
+                           params={"resource": resource}).json()
+        found[resource] = {entry["lang"]: (sorted(entry), entry["usable_as_source"],
+                                           _kind(entry["features"]))
+                           for entry in listed if entry["lang"] in ("de", "en", "en-GB")}
+    found["no resource"] = httpx.get(url + "v3/languages", headers=headers).status_code
+    return found
+
+
+@check
 def usage(url):
     usage = deepl.Translator(KEY, server_url=url.rstrip("/")).get_usage()
     return _kind(usage.character.count)

@@ -237,13 +237,16 @@ def test_weblate_requests_v3_generation(url):
     headers = {"Authorization": f"DeepL-Auth-Key {KEY}"}
     languages = httpx.get(url + "v3/languages", headers=headers,
                           params={"resource": "translate_text"}).json()
-    usable = {found["lang"]: (found["usable_as_source"], found["usable_as_target"])
-              for found in languages}
-    assert usable == {"DE": (True, False), "EN": (True, True), "FR": (False, True)}
+    usable = {found["lang"].upper(): (found["usable_as_source"], found["usable_as_target"],
+                                      "formality" in found["features"])
+              for found in languages}  # (Weblate reads them so)
+    assert usable == {"DE": (True, False, False), "EN": (True, True, False),
+                      "EN-GB": (False, True, False), "EN-US": (False, True, False),
+                      "FR": (False, True, False)}
     glossary_languages = httpx.get(url + "v3/languages", headers=headers,
                                    params={"resource": "glossary"}).json()
     assert {found["lang"] for found in glossary_languages if found["usable_as_source"]} == {
-        "DE", "EN"}
+        "de", "en"}
     created = _post(url, "v3/glossaries", headers=headers, json={
         "name": "weblate:1:DE:EN:aaaa", "dictionaries": [{
             "source_lang": "de", "target_lang": "en", "entries": "Haus\thouse",
@@ -456,6 +459,33 @@ def test_requests_documents_and_query_strings_beyond_the_limits(models, tmp_path
         assert "Slowdown" in answers[1].json()["message"]
         long = client.get("/v2/languages?type=source&x=" + "a" * 2000, headers=headers)
         assert long.status_code == 414 and "query string" in long.json()["message"]
+
+
+def test_serve_keeps_glossaries_across_a_restart(models, tmp_path):
+    """`serve --glossaries-dir DIR --char-quota N`, by the command's own
+    options: a glossary created before a restart is there after it."""
+    from keras_transformer.commands import serve
+
+    def start():
+        port, = processes.free_ports(1)
+        args = serve.parser().parse_args(["run", "--port", str(port), "--glossaries-dir",
+                                          str(tmp_path / "kept"), "--char-quota", "1000"])
+        return servers.in_thread(serve.server_config(args, models[:1]))
+
+    url, stop = start()
+    try:
+        translator = deepl.Translator("any-key", server_url=url.rstrip("/"))
+        made = translator.create_glossary("kept", "DE", "EN", {"Haus": "Baum"})
+        assert translator.get_usage().character.limit == 1000
+    finally:
+        stop()
+    url, stop = start()
+    try:
+        translator = deepl.Translator("any-key", server_url=url.rstrip("/"))
+        assert translator.get_glossary(made.glossary_id).name == "kept"
+        assert translator.get_glossary_entries(made) == {"Haus": "Baum"}
+    finally:
+        stop()
 
 
 def _wait(client, handed, headers, status, seconds=60):
