@@ -22,22 +22,18 @@ application's lifespan end, stopping the batchers' workers.
 
 import contextlib
 import dataclasses
-import logging
 import os
 
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.routing import Mount
 
 from keras_transformer.serving import deepl, libretranslate
 from keras_transformer.serving.cors import Cors
-from keras_transformer.serving.errors import Refused
+from keras_transformer.serving.errors import exception_handlers
 from keras_transformer.serving.limits import NO_LIMIT, Key
 from keras_transformer.serving.metrics import Counted
 from keras_transformer.serving.service import Service
-
-LOG = logging.getLogger("keras_transformer.serving")
 
 
 @dataclasses.dataclass
@@ -175,21 +171,8 @@ def create_app(settings):
             await deepl_api.stop()
             await service.stop()
 
-    async def refused(request, error):
-        return JSONResponse({"error": error.message}, status_code=error.status,
-                            headers=error.headers)
-
-    async def http_error(request, error):
-        return JSONResponse({"error": error.detail}, status_code=error.status_code,
-                            headers=getattr(error, "headers", None))
-
-    async def fault(request, error):
-        LOG.exception("Fault while answering %s %s", request.method, request.url.path)
-        return JSONResponse({"error": f"Internal error: {type(error).__name__}"}, status_code=500)
-
     app = Starlette(routes=[*api.routes(), Mount("/v2", v2), Mount("/v3", v3)],
-                    lifespan=lifespan, exception_handlers={
-                        Refused: refused, HTTPException: http_error, Exception: fault})
+                    lifespan=lifespan, exception_handlers=exception_handlers("error"))
     app = Counted(_QueryLimit(app, settings.max_query_bytes), service.metrics,
                   libretranslate.PATHS + deepl.PATHS)
     return Cors(app, settings.cors_origins)

@@ -45,25 +45,21 @@ document not yet translated).
 """
 
 import asyncio
-import logging
 import os
 import tempfile
 import urllib.parse
 
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from keras_transformer.documents.html import Markup
 from keras_transformer.serving import bodies
 from keras_transformer.serving.document_jobs import DocumentJobs
-from keras_transformer.serving.errors import Refused
+from keras_transformer.serving.errors import Refused, exception_handlers
 from keras_transformer.serving.glossary_store import GlossaryStore, read_dictionary
 from keras_transformer.serving.limits import RequestLimits
 from keras_transformer.serving.service import FILE_FORMATS, language_name
-
-LOG = logging.getLogger("keras_transformer.serving")
 
 PREFIXES = ("/v2/", "/v3/")
 """Where the server mounts this API."""
@@ -159,20 +155,7 @@ class DeeplApi:
 
     def apps(self):
         """`(the /v2 application, the /v3 application)`."""
-        async def refused(request, error):
-            return JSONResponse({"message": error.message}, status_code=error.status,
-                                headers=error.headers)
-
-        async def http_error(request, error):
-            return JSONResponse({"message": error.detail}, status_code=error.status_code,
-                                headers=getattr(error, "headers", None))
-
-        async def fault(request, error):
-            LOG.exception("Fault while answering %s %s", request.method, request.url.path)
-            return JSONResponse({"message": f"Internal error: {type(error).__name__}"},
-                                status_code=500)
-
-        handlers = {Refused: refused, HTTPException: http_error, Exception: fault}
+        handlers = exception_handlers("message")
         v2 = [Route("/translate", self.translate, methods=["POST"]),
               Route("/languages", self.languages, methods=["GET", "POST"]),
               Route("/usage", self.usage, methods=["GET", "POST"]),
