@@ -43,6 +43,11 @@ def main():
     parser.add_argument("--split", action="store_true", help="also where the time goes")
     args = parser.parse_args()
     os.environ["TF_NUM_INTRAOP_THREADS"] = str(args.threads)
+    # Our kernels as the commands choose them (Eigen's for float32, unless
+    # TF_ENABLE_ONEDNN_OPTS says otherwise), before TensorFlow is imported.
+    from keras_transformer.batch_defaults import decoding_kernels
+
+    kernels = "Eigen" if decoding_kernels() else "oneDNN"
 
     import ctranslate2
     import numpy as np
@@ -58,8 +63,9 @@ def main():
     pool = ding_sentences(4000)
     cases = {"short": [text for text in pool if 3 <= len(text.split()) <= 5][:args.sentences],
              "long": [text for text in pool if len(text.split()) >= 20][:args.sentences]}
-    print(f"Machine: {machine()}, {args.threads} thread(s) each; medians of {args.repeats} "
-          f"turn(s) over {args.sentences} sentences of each length.\n")
+    print(f"Machine: {machine()}, {args.threads} thread(s) each; TensorFlow's kernels: "
+          f"{kernels}; CTranslate2's Intel MKL: {os.environ.get('CT2_USE_MKL', 'its default')}; "
+          f"medians of {args.repeats} turn(s) over {args.sentences} sentences of each length.\n")
     print(f"{'run':24s} {'case':6s} {'beam':>4s} {'Translator ms':>14s} {'CTranslate2 ms':>15s} "
           f"{'ratio':>6s}")
     for run in args.runs:

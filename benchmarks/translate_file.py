@@ -74,11 +74,14 @@ import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# What a baseline checkout's processes start with: the user's environment,
+# not the kernels and threads chosen below for ours.
+USER_ENVIRONMENT = dict(os.environ)
 
 import numpy as np  # noqa: E402
 
 from common import machine, timed_interleaved  # noqa: E402
-from keras_transformer.batch_defaults import DEFAULT_IN_FLIGHT, share_cores  # noqa: E402
+from keras_transformer.batch_defaults import DEFAULT_IN_FLIGHT, decoding_kernels, share_cores  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -309,7 +312,7 @@ def _first_line_seconds(command, environment):
 
 def _checkout_environment(checkout):
     """The environment of a process that runs the package of `checkout`."""
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([checkout, HERE]))
+    return dict(USER_ENVIRONMENT, PYTHONPATH=os.pathsep.join([checkout, HERE]))
 
 
 def cold_start(run_dir, lines, args):
@@ -436,12 +439,14 @@ def main():
                         "with --cold-start its processes)")
     args = parser.parse_args()
     # As the translate command does: its searches in flight share the cores
-    # (TF_NUM_INTRAOP_THREADS in the environment overrides it).
+    # (TF_NUM_INTRAOP_THREADS in the environment overrides it), on Eigen's
+    # kernels unless TF_ENABLE_ONEDNN_OPTS says otherwise.
     threads = share_cores(DEFAULT_IN_FLIGHT)
+    kernels = "Eigen" if decoding_kernels() else "oneDNN"
     lines = ding_sentences(args.sentences)
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "not capped")
-    print(f"Machine: {machine()}; oneDNN ISA: {isa}; TensorFlow threads per operation: "
-          f"{threads}; {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"Machine: {machine()}; TensorFlow's kernels: {kernels} (oneDNN ISA: {isa}); "
+          f"threads per operation: {threads}; {time.strftime('%Y-%m-%d %H:%M')}")
     for run_dir in args.runs:
         (cold_start if args.cold_start else measure)(run_dir, lines, args)
 

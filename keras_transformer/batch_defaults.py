@@ -5,6 +5,7 @@ loading TensorFlow: the defaults, how the searches share the cores, and
 `length_batches`, the cut of a list of sentences into batches."""
 
 import os
+import sys
 
 import numpy as np
 
@@ -48,6 +49,35 @@ def share_cores(in_flight=DEFAULT_IN_FLIGHT):
         raise ValueError(f"TF_NUM_INTRAOP_THREADS must be a whole number of threads per "
                          f"TensorFlow operation (0: all the cores); got {value!r}.")
     return int(value)
+
+
+def decoding_kernels(precision=None):
+    """Has TensorFlow run a float32 search on its own (Eigen) kernels
+    instead of oneDNN's: sets `TF_ENABLE_ONEDNN_OPTS=0`, which TensorFlow
+    reads when it is imported, unless the environment sets it already or
+    `precision` is bfloat16 or float16 (whose fast CPU kernels are
+    oneDNN's). Returns whether oneDNN's kernels are off.
+
+    A search's operations are small (a beam step multiplies 4 rows by
+    256 x 256 matrices), and oneDNN's setup of each call costs more than
+    the arithmetic: on a 2-core Xeon (AVX-512, AMX), 37 us a dense matmul,
+    72 us an attention matmul and 51 us a softmax of a beam step, where
+    Eigen's take 29, 4 and 4 us. One Ding sentence then took 0.67x the
+    time (beam 4 and greedy), a whole file 0.83x (beam 4) and 0.63x
+    (greedy) with the small preset, and the same at base size
+    (docs/benchmarks-log.md, "One sentence alone"). Only rounding
+    changes: 1,000 Ding sentences got the same translations, their
+    scores within 1.1e-5 of oneDNN's (a sentence alone and in a batch
+    already differ by 6e-6).
+
+    Call it before TensorFlow is imported (`translate`, `evaluate` and
+    `serve` do, after parsing); once it is imported, this changes nothing
+    and says whether the environment turned oneDNN off.
+    """
+    if (precision in (None, "float32") and "tensorflow" not in sys.modules
+            and "TF_ENABLE_ONEDNN_OPTS" not in os.environ):
+        os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
+    return os.environ.get("TF_ENABLE_ONEDNN_OPTS") == "0"
 
 
 def default_batch_tokens(beam_size):

@@ -19,7 +19,7 @@ import itertools
 import warnings
 
 from keras_transformer import cli, textfiles
-from keras_transformer.batch_defaults import share_cores
+from keras_transformer.batch_defaults import decoding_kernels, share_cores
 from keras_transformer.names import OVERLONG
 
 cli.use_tensorflow_backend()
@@ -73,6 +73,7 @@ def main():
         sources, pairs = read_parallel_files(args.source_file, args.reference_file)
 
     share_cores()
+    decoding_kernels(args.precision)
     # After parsing: the TensorFlow side loads once the options are known good.
     from keras_transformer import data
     from keras_transformer.decoding import Translator

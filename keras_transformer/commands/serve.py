@@ -44,7 +44,7 @@ import socket
 
 from keras_transformer import cli, run_folder, runtimes
 from keras_transformer.glossary import Glossary
-from keras_transformer.batch_defaults import share_cores
+from keras_transformer.batch_defaults import decoding_kernels, share_cores
 
 cli.use_tensorflow_backend()
 
@@ -234,6 +234,7 @@ def main():
         if not os.access(args.glossaries_dir, os.W_OK):
             raise ValueError(f"Cannot write to --glossaries-dir {args.glossaries_dir}.")
     share_cores(args.workers * len(args.models))
+    decoding_kernels()
     models = []
     for model, runtime_name, (source, target) in zip(args.models, chosen, pairs):
         runtime = runtimes.open_runtime(model, runtime_name, decoding, args.threads, in_flight=1,

@@ -52,7 +52,7 @@ import sys
 
 from keras_transformer import cli, documents, run_folder, runtimes, textfiles
 from keras_transformer.glossary import Glossary
-from keras_transformer.batch_defaults import DEFAULT_WINDOW, share_cores
+from keras_transformer.batch_defaults import DEFAULT_WINDOW, decoding_kernels, share_cores
 from keras_transformer.names import OVERLONG, RUNTIMES
 
 DOCUMENT_EXTENSIONS = {".html": "html", ".htm": "html", ".docx": "docx"}
@@ -303,6 +303,7 @@ def main():
 
 def open_engine(args, by_runtime):
     """The `TranslatorEngine` or `RuntimeEngine` the options ask for."""
+    decoding_kernels(args.precision)
     if by_runtime:
         decoding = runtimes.Decoding(args.beam_size, args.alpha, args.decode_margin,
                                      args.sampling_topk, args.sampling_temperature, args.seed)

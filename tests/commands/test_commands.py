@@ -19,6 +19,7 @@ import warnings
 import pytest
 
 from helpers import processes
+from helpers.bfloat16 import needs_bfloat16
 from helpers.commands import command, messages, process_command
 from keras_transformer.decoding import Translator
 from keras_transformer.textfiles import TruncationWarning
@@ -93,6 +94,23 @@ def test_translate_reads_invalid_utf8_from_standard_input(small_run):
                         "UTF-8; they were replaced with U+FFFD"]
     assert stdout.decode().split("\n") == _expected(small_run, ["Das Haus", "\ufffd\ufffd Baum",
                                                                 "der Baum"]) + [""]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", [None, pytest.param("bfloat16", marks=needs_bfloat16)])
+def test_translate_decodes_float32_on_eigens_kernels(small_run, tmp_path, precision):
+    """TensorFlow says at its import whether oneDNN's kernels are on
+    (shown with --verbose): off for a float32 search, which Eigen's run
+    faster (`batch_defaults.decoding_kernels`), on for bfloat16."""
+    source = tmp_path / "in.de"
+    source.write_text("Das Haus\n")
+    result = subprocess.run(
+        [sys.executable, os.path.join(processes.ROOT, "examples/translate.py"), small_run,
+         "--input", source, "--verbose"] + (["--precision", precision] if precision else []),
+        capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in processes.environment().items() if k != "TF_ENABLE_ONEDNN_OPTS"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert ("oneDNN custom operations are on" in result.stderr) == (precision is not None)
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@
 import gc
 import itertools
 import os
+import sys
 import threading
 
 import keras
@@ -11,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from helpers.tasks import VOCAB, reverse_dataset
-from keras_transformer.batch_defaults import length_batches, share_cores
+from keras_transformer.batch_defaults import decoding_kernels, length_batches, share_cores
 from keras_transformer.data import EOS_ID, Tokenizer, block_token_batches, train_tokenizer
 from keras_transformer.decoding import (
     Sampling,
@@ -441,6 +442,25 @@ def test_each_search_in_flight_gets_its_share_of_the_cores(monkeypatch):
     monkeypatch.setenv("TF_NUM_INTRAOP_THREADS", "two")
     with pytest.raises(ValueError, match="TF_NUM_INTRAOP_THREADS must be a whole number"):
         share_cores(2)
+
+
+def test_float32_searches_get_eigens_kernels_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+    imported = sys.modules["tensorflow"]
+    monkeypatch.delitem(sys.modules, "tensorflow")  # as before TensorFlow's import
+    # Half precisions keep oneDNN's kernels, their fast ones on a CPU.
+    for precision in ("bfloat16", "float16"):
+        assert not decoding_kernels(precision) and "TF_ENABLE_ONEDNN_OPTS" not in os.environ
+    assert decoding_kernels() and os.environ["TF_ENABLE_ONEDNN_OPTS"] == "0"
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS")
+    assert decoding_kernels("float32") and os.environ["TF_ENABLE_ONEDNN_OPTS"] == "0"
+    # A setting of the user's stays.
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
+    assert not decoding_kernels() and os.environ["TF_ENABLE_ONEDNN_OPTS"] == "1"
+    # Once TensorFlow is imported, its kernels are chosen: nothing changes.
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS")
+    monkeypatch.setitem(sys.modules, "tensorflow", imported)
+    assert not decoding_kernels() and "TF_ENABLE_ONEDNN_OPTS" not in os.environ
 
 
 @pytest.mark.slow
