@@ -81,7 +81,11 @@ USER_ENVIRONMENT = dict(os.environ)
 import numpy as np  # noqa: E402
 
 from common import machine, timed_interleaved  # noqa: E402
-from keras_transformer.batch_defaults import DEFAULT_IN_FLIGHT, decoding_kernels, share_cores  # noqa: E402
+from keras_transformer.batch_defaults import (  # noqa: E402
+    DEFAULT_IN_FLIGHT,
+    decoding_kernels,
+    share_cores,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

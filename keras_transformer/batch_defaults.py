@@ -62,10 +62,10 @@ def decoding_kernels(precision=None):
     256 x 256 matrices), and oneDNN's setup of each call costs more than
     the arithmetic: on a 2-core Xeon (AVX-512, AMX), 37 us a dense matmul,
     72 us an attention matmul and 51 us a softmax of a beam step, where
-    Eigen's take 29, 4 and 4 us. One Ding sentence then took 0.67x the
-    time (beam 4 and greedy), a whole file 0.83x (beam 4) and 0.63x
-    (greedy) with the small preset, and the same at base size
-    (docs/benchmarks-log.md, "One sentence alone"). Only rounding
+    Eigen's take 29, 4 and 4 us. With the small preset one Ding sentence
+    then took 0.81-0.86x the time and a whole file 0.79-0.85x; at base size
+    0.96-1.01x and 0.96x (docs/benchmarks-log.md, "One sentence
+    alone"). Only rounding
     changes: 1,000 Ding sentences got the same translations, their
     scores within 1.1e-5 of oneDNN's (a sentence alone and in a batch
     already differ by 6e-6).
