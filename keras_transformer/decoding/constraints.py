@@ -32,6 +32,9 @@ the traced search as Hu et al. 2019 do (fairseq's `--constraints`):
   the sentence's output limit, where every hypothesis must end: the best
   then is returned as it is, and `SearchResult.met` says which of its
   phrases it holds, so that the caller can name the unmet terms.
+- With `best_only`, a sentence's search ends once no alive hypothesis
+  would beat its best finished one if it ended at this step, sooner than
+  an unconstrained sentence's exact bound (`search._settled` says why).
 
 A sentence without constraints is searched exactly as without this module
 (the caller selects its unconstrained step's result for it), and a batch

@@ -665,12 +665,27 @@ def _settled(step, sentences, alpha):
     length), but the alive hypotheses' log-probabilities fall fast once the
     best has ended: on Ding a sentence then stops a few steps before its
     K-th finished hypothesis.
+
+    A sentence under constraints (`decoding.constraints`) is settled
+    sooner: once no alive hypothesis would beat its best finished one if it
+    ended at this step (Hugging Face's `early_stopping=False`), a heuristic,
+    not a bound. The exact bound waits there for the alive hypotheses that
+    have not yet written their terms: they may not end until they do, so
+    their log-probabilities stay those of a translation without the terms,
+    above the best finished one's, which paid for its terms. On the 148
+    held-out Ding sentences of `benchmarks/terminology.py`, each with its
+    glossary term, the exact bound took 2,273 steps, this one 1,644 (the
+    same sentences unconstrained: 1,841), and every translation was the
+    same.
     """
-    largest_penalty = tf.maximum(length_penalty(step + 1, alpha),
-                                 length_penalty(sentences["limit"], alpha))
+    now, at_limit = length_penalty(step + 1, alpha), length_penalty(sentences["limit"], alpha)
     # (Sorted, the best first, but under constraints, banked.)
     best_alive = tf.reduce_max(sentences["alive_log_probs"], axis=1)
-    return sentences["finished_scores"][:, 0] >= best_alive / largest_penalty
+    best = sentences["finished_scores"][:, 0]
+    settled = best >= best_alive / tf.maximum(now, at_limit)
+    if "constrained" in sentences:
+        settled |= sentences["constrained"] & (best >= best_alive / now)
+    return settled
 
 
 def free_shapes(loop_vars):

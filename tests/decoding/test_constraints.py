@@ -2,7 +2,8 @@
 automata against a brute-force reading, every constraint met on random
 models (or said unmet, only at the output limit), each sentence's result
 the same alone and in a batch of mixed constrained and unconstrained
-sentences, and no constraints giving today's results bit for bit; the
+sentences, no constraints giving today's results bit for bit, and the
+sooner stop of a constrained sentence's best-only search; the
 Translator with a glossary (its warnings and refusals)."""
 
 import warnings
@@ -13,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from helpers.small_run import WORDS
-from keras_transformer.decoding import Translator, beam_search
+from keras_transformer.decoding import Translator, beam_search, search
 from keras_transformer.decoding.constraints import MAX_PHRASE_TOKENS, Constraints, transitions
 from keras_transformer.glossary import Glossary, GlossaryError, GlossaryWarning
 from keras_transformer.models import BASE, transformer
@@ -118,29 +119,52 @@ def test_every_constraint_is_met_or_said_unmet_at_the_output_limit(models, optio
         assert np.mean([found["met"][i][0] for i, asked in enumerate(constraints) if asked]) > 0.5
 
 
-def test_each_sentence_is_the_same_alone_and_among_mixed_sentences(models):
+@pytest.mark.parametrize("best_only", [False, True])
+def test_each_sentence_is_the_same_alone_and_among_mixed_sentences(models, best_only):
     rng = np.random.default_rng(4)
     model = models[0]
     sources = _sources(rng, 8)
     constraints = _random_constraints(rng, 8)
-    together = _search(model, sources, constraints, beam_size=4)
+    together = _search(model, sources, constraints, beam_size=4, best_only=best_only)
     for index, asked in enumerate(constraints):
         length = int((sources[index] != CONFIG.pad_id).sum())
-        alone = _search(model, sources[index:index + 1, :length], [asked], beam_size=4)
+        alone = _search(model, sources[index:index + 1, :length], [asked], beam_size=4,
+                        best_only=best_only)
         tokens = alone["tokens"][0]
         np.testing.assert_array_equal(tokens, together["tokens"][index][:, :tokens.shape[1]])
         np.testing.assert_allclose(alone["scores"][0], together["scores"][index], rtol=1e-6)
 
 
-def test_no_constraints_give_today_s_results_bit_for_bit(models):
+@pytest.mark.parametrize("best_only", [False, True])
+def test_no_constraints_give_today_s_results_bit_for_bit(models, best_only):
     rng = np.random.default_rng(5)
     for model in models:
         sources = _sources(rng, 6)
-        plain = tf.function(lambda s: vars(beam_search(model, s, beam_size=4)) | {
+        plain = tf.function(lambda s: vars(beam_search(model, s, beam_size=4,
+                                                       best_only=best_only)) | {
             "attended": 0, "met": 0}, autograph=False)(sources)  # traced, as _search is
-        none = _search(model, sources, [[]] * 6, beam_size=4)
+        none = _search(model, sources, [[]] * 6, beam_size=4, best_only=best_only)
         for name in ("tokens", "scores", "log_probs"):
             np.testing.assert_array_equal(none[name], plain[name].numpy())
+
+
+def test_a_constrained_sentence_settles_once_none_would_beat_its_best_ending_now():
+    """`best_only`'s stop (`search._settled`): an unconstrained sentence's
+    best finished score S against its best alive log-probability L over
+    the largest length penalty still possible (the one at its limit); a
+    constrained sentence's against L over the penalty at the next length."""
+    step, limit, alpha = 9, 30, 0.6
+    now, at_limit = (((5 + length) / 6) ** alpha for length in (step + 1, limit))
+    alive = -6.0
+    # S between L / now and L / at_limit: only the constrained one settles;
+    # below L / now neither does; above L / at_limit both.
+    for best, expected in (((alive / now + alive / at_limit) / 2, [True, False]),
+                           (alive / now - 0.01, [False, False]),
+                           (alive / at_limit + 0.01, [True, True])):
+        sentences = {"finished_scores": tf.constant([[best, -1e9]] * 2),
+                     "alive_log_probs": tf.constant([[alive, -7.0]] * 2),
+                     "limit": tf.constant([limit] * 2), "constrained": tf.constant([True, False])}
+        assert list(search._settled(tf.constant(step), sentences, alpha).numpy()) == expected
 
 
 def test_a_phrase_must_have_one_to_the_most_tokens():
