@@ -14,7 +14,10 @@ same limits: the model's output margin, its positions), timed in turns,
 sentence by sentence (`common.timed_interleaved`: every contender once,
 then again), warm; the median of the calls. Both use `--threads` cores
 (TensorFlow's intra-op threads, set before it starts; CTranslate2's
-intra_threads).
+intra_threads). Beside them, in the same turns, a `Translator` whose lone
+sentences take the search compiled by XLA (`Translator.compile_lone`, as
+`serve` does; compiled before the timing), and how many of its
+translations are the traced search's.
 
 The split of the `Translator`'s call (`--split`), timed the same way: the
 tokenizer (tf-text's SentencePiece op), the encoder alone, the search
@@ -66,8 +69,8 @@ def main():
     print(f"Machine: {machine()}, {args.threads} thread(s) each; TensorFlow's kernels: "
           f"{kernels}; CTranslate2's Intel MKL: {os.environ.get('CT2_USE_MKL', 'its default')}; "
           f"medians of {args.repeats} turn(s) over {args.sentences} sentences of each length.\n")
-    print(f"{'run':24s} {'case':6s} {'beam':>4s} {'Translator ms':>14s} {'CTranslate2 ms':>15s} "
-          f"{'ratio':>6s}")
+    print(f"{'run':24s} {'case':6s} {'beam':>4s} {'Translator ms':>14s} {'compiled ms':>12s} "
+          f"{'CTranslate2 ms':>15s} {'ratio':>6s} {'compiled':>9s} {'same':>6s}")
     for run in args.runs:
         folder = os.path.join(tempfile.mkdtemp(prefix="one-sentence-"), "export")
         export_run(run, folder, formats=["ctranslate2"])
@@ -77,6 +80,8 @@ def main():
                                       intra_threads=args.threads)
         for beam in (4, 1):
             translator = Translator.from_directory(run, beam_size=beam, in_flight=1)
+            compiled = Translator.from_directory(run, beam_size=beam, in_flight=1)
+            compiled.compile_lone(background=False)
             config = translator.model.config
 
             def ctranslate2_call(text, beam=beam, config=config):
@@ -90,12 +95,18 @@ def main():
                 runs = {}
                 for index, text in enumerate(texts):
                     runs[f"ours {index}"] = lambda text=text: translator.translate([text])
+                    runs[f"compiled {index}"] = (lambda text=text, compiled=compiled:
+                                                 compiled.translate([text]))
                     runs[f"theirs {index}"] = lambda text=text: ctranslate2_call(text)
                 found = timed_interleaved(runs, 2, args.repeats)
-                ours = float(np.median([found[f"ours {i}"] for i in range(len(texts))]))
-                theirs = float(np.median([found[f"theirs {i}"] for i in range(len(texts))]))
+                ours, fast, theirs = (
+                    float(np.median([found[f"{name} {i}"] for i in range(len(texts))]))
+                    for name in ("ours", "compiled", "theirs"))
+                same = sum(translator.translate([text]) == compiled.translate([text])
+                           for text in texts)
                 print(f"{os.path.basename(os.path.normpath(run)):24s} {case:6s} {beam:4d} "
-                      f"{ours * 1000:14.2f} {theirs * 1000:15.2f} {ours / theirs:6.2f}",
+                      f"{ours * 1000:14.2f} {fast * 1000:12.2f} {theirs * 1000:15.2f} "
+                      f"{ours / theirs:6.2f} {fast / theirs:9.2f} {same:3d}/{len(texts)}",
                       flush=True)
                 if args.split:
                     split(translator, texts, args.repeats, tf, np, timed_interleaved,

@@ -240,6 +240,7 @@ def main():
         runtime = runtimes.open_runtime(model, runtime_name, decoding, args.threads, in_flight=1,
                                         slots=args.slots or None)
         runtime.translate(["."])  # traces the search before the first request
+        runtime.compile_lone()  # a lone request's faster search, compiled on a thread
         models.append(ServedModel(runtime, source, target))
     if len({model.name for model in models}) < len(models):  # two folders of one name
         for index, model in enumerate(models):
@@ -253,7 +254,11 @@ def main():
     # flight answered), then raises the signal again with the handler it
     # found: a quiet one makes that the end of a clean exit, status 0.
     signal.signal(signal.SIGTERM, lambda number, frame: None)
-    uvicorn.Server(config).run()
+    try:
+        uvicorn.Server(config).run()
+    finally:  # a lone search still compiling: ended before Python ends
+        for model in models:
+            model.runtime.stop_compiling()
 
 
 def read_glossaries(parser, args, pairs, runtime_names):

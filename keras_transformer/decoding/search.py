@@ -11,8 +11,10 @@ token only, appending its keys and values to the self-attention caches of
 `Transformer.decode_step_growing`, so that step t reads t + 1 cached positions.
 `static_cache=True` keeps caches of the maximum output length instead, which
 each step writes into: every loop variable then has a fixed shape, as XLA
-(`jit_compile=True`) requires, at the cost of attending over (masked) empty
-positions and copying the whole cache at every write. `use_cache=False`
+(`jit_compile=True`) requires (given a Python int `max_output_length`, the
+caches are that long, and XLA compiles once for all sources of a shape), at
+the cost of attending over (masked) empty positions and copying the whole
+cache at every write. `use_cache=False`
 re-runs the decoder over the whole prefix at every step (for comparison).
 
 Finished sentences leave the batch (`drop_finished`, on unless
@@ -368,7 +370,7 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     batch = tf.shape(source_ids)[0]
     limits = output_limits(source_ids, model, decode_margin, max_output_length)
-    length = tf.reduce_max(limits)
+    length = _output_length(limits, static_cache, max_output_length)
     aligned = alignment_layer is not None
     decoder = _Decoder(model, source_ids, 1, length, use_cache, static_cache,
                        alignment_layer=alignment_layer, output_weights=output_weights)
@@ -513,6 +515,17 @@ def beam_done(step, sentences, k, alpha, best_only):
     return done | _settled(step, sentences, alpha) if best_only else done
 
 
+def _output_length(limits, static_cache, max_output_length):
+    """The outputs' (and caches') length: the longest of the sentences'
+    `limits`; with `static_cache` and a Python int `max_output_length`,
+    that. XLA then knows the shapes from the source's shape alone; from the
+    limits it takes the source's values as constants, compiling the search
+    again for each source."""
+    if static_cache and isinstance(max_output_length, int):
+        return max_output_length
+    return tf.reduce_max(limits)
+
+
 def _per_sentence(value):
     """`value`, one for each sentence `(sentences,)`, as a column that
     broadcasts over their hypotheses; a scalar as it is."""
@@ -561,7 +574,7 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     batch = tf.shape(source_ids)[0]
     limits = output_limits(source_ids, model, decode_margin, max_output_length)
-    length = tf.reduce_max(limits)
+    length = _output_length(limits, static_cache, max_output_length)
     # At the start all K beams hold the same prefix: keep only one alive. With
     # the growing cache the first step also decodes that one row per sentence
     # (and the K rows are its copies from the second step on), as CTranslate2

@@ -42,7 +42,7 @@ from keras_transformer.decoding.alignment import (
     attention_alignments,
     token_alignment,
 )
-from keras_transformer.decoding.search import beam_search, greedy_search
+from keras_transformer.decoding.search import SearchResult, beam_search, greedy_search
 from keras_transformer.decoding.slots import SlotSearch, Wakeup, pad_sources
 from keras_transformer.glossary import GlossaryError, GlossaryWarning
 from keras_transformer.models import in_precision
@@ -53,24 +53,59 @@ GLOSSARY_BEAM = 4
 """The least beam a glossary's sentences are searched with: a beam of one
 cannot keep a hypothesis that has placed a term beside one that has not."""
 
+
+def lone_widths(max_length):
+    """The source widths (end token included) a lone sentence is padded to
+    for `Translator.compile_lone`, each compiled once: powers of two from
+    16 below the model's `max_length`, then `max_length` (a few
+    compilations for any model; a source at most twice as wide)."""
+    widths = [16]
+    while widths[-1] * 2 < max_length:
+        widths.append(widths[-1] * 2)
+    return [width for width in widths if width < max_length] + [max_length]
+
+
 def search(model, source_ids, beam_size, alpha, decode_margin, use_cache=True, sampling=None,
-           best_only=False, alignment_layer=None, output_weights=None, constraints=None):
+           best_only=False, alignment_layer=None, output_weights=None, constraints=None,
+           static_cache=False, max_output_length=None):
     """The search a translation runs: with `sampling` (a `Sampling`) one
     drawn translation; greedy search when `beam_size` is the Python integer
     1 (the same tokens as a beam of one, faster); else beam search
     (`beam_size` may be a tensor), which with `best_only` returns the best
     hypothesis alone, sooner (see `beam_search`). `alignment_layer`,
-    `output_weights` and `constraints` (beam search only): see
-    `beam_search`."""
+    `output_weights`, `static_cache`, `max_output_length` and
+    `constraints` (beam search only): see `beam_search`."""
     if constraints is None and (sampling is not None
                                 or (isinstance(beam_size, int) and beam_size == 1)):
         return greedy_search(model, source_ids, alpha=alpha, decode_margin=decode_margin,
-                             use_cache=use_cache, sampling=sampling,
+                             max_output_length=max_output_length, use_cache=use_cache,
+                             static_cache=static_cache, sampling=sampling,
                              alignment_layer=alignment_layer, output_weights=output_weights)
     return beam_search(model, source_ids, beam_size=beam_size, alpha=alpha,
-                       decode_margin=decode_margin, use_cache=use_cache, best_only=best_only,
+                       decode_margin=decode_margin, max_output_length=max_output_length,
+                       use_cache=use_cache, static_cache=static_cache, best_only=best_only,
                        alignment_layer=alignment_layer, output_weights=output_weights,
                        constraints=constraints)
+
+
+def lone_search(model, beam_size, decode_margin, alignment_layer=None):
+    """The best-only search (`search`, neither sampling nor constraints) of
+    one padded source, with fixed-shape caches, as a `tf.function`
+    compiled by XLA (`jit_compile`) for each width of the source: called
+    with `(source_ids, alpha, output_weights)`, it gives the
+    `SearchResult`'s fields (a dict of those not None), which
+    `translation_outputs` then reads (XLA cannot compile the tokenizer's
+    string ops)."""
+    def fields(source_ids, alpha, output_weights):
+        # The longest output limit of a source this wide, a Python int: the
+        # caches' length (see `search.beam_search`'s `static_cache`).
+        longest = min(source_ids.shape[1] - 1 + decode_margin, model.config.max_length)
+        found = search(model, source_ids, beam_size, alpha, decode_margin, best_only=True,
+                       alignment_layer=alignment_layer, output_weights=output_weights,
+                       static_cache=True, max_output_length=longest)
+        return {name: value for name, value in vars(found).items() if value is not None}
+
+    return tf.function(fields, jit_compile=True, autograph=False)
 
 
 def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_margin,
@@ -102,6 +137,11 @@ def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_
     """
     result = search(model, source_ids, beam_size, alpha, decode_margin, use_cache, sampling,
                     best_only, alignment_layer, output_weights, constraints)
+    return translation_outputs(model, tokenizer, result, blank)
+
+
+def translation_outputs(model, tokenizer, result, blank):
+    """`translate_ids`' outputs from a search's `result` (a `SearchResult`)."""
     batch, n_best = tf.shape(result.tokens)[0], tf.shape(result.tokens)[1]
     flat = tf.reshape(result.tokens, [batch * n_best, -1])
     translations = tf.reshape(tokenizer.detokenize(flat), [batch, n_best])
@@ -109,9 +149,9 @@ def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_
     scores = tf.where(blank[:, None], 0.0, result.scores)
     lengths = tf.reduce_sum(tf.cast(result.tokens[:, 0] != model.config.pad_id, tf.int32), axis=1)
     outputs = (translations, scores, lengths)
-    if alignment_layer is not None:
+    if result.attended is not None:
         outputs += (result.tokens[:, 0], result.attended[:, 0])
-    return outputs + ((result.met,) if constraints is not None else ())
+    return outputs + ((result.met,) if result.met is not None else ())
 
 
 def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use_cache=True,
@@ -251,6 +291,10 @@ class Translator:
         self._bound = {(best_only, aligned): self._traced_search(
             best_only, alignment_layer(self.model) if aligned else None, constrained=True)
             for best_only, aligned in ((True, False), (False, False), (True, True))}
+        # aligned -> the compiled search of a lone sentence (`compile_lone`),
+        # and the (aligned, source width) pairs compiled so far.
+        self._lone, self._lone_ready = {}, set()
+        self._lone_threads, self._lone_stop = [], threading.Event()
 
     def _traced_search(self, best_only, alignment_layer=None, constrained=False):
         """The search of a batch of padded source ids, as one `tf.function`
@@ -282,6 +326,101 @@ class Translator:
         # already; autograph's rewriting of its Python was most of the first
         # batch's time (translate.py's start-up).
         return tf.function(traced, input_signature=signature, autograph=False)
+
+    def compile_lone(self, aligned=False, background=True):
+        """From now on, searches a lone sentence (a call, or a batch, of
+        one) with `lone_search`: XLA's compilation of the best-only search
+        (beam or greedy) with fixed-shape caches, for the latency of one
+        sentence, which the traced search spends mostly dispatching a step's
+        several hundred small operations. On a 2-core Xeon a Ding sentence
+        then took 0.58-0.80x the time, the small preset and the base size
+        (docs/benchmarks-log.md, "One sentence alone").
+
+        XLA compiles a search for each shape: a lone source is padded to the
+        next of `lone_widths` (padding changes no result: it is masked, and
+        the output limit counts the real tokens), each compiled once, 1.5-2
+        s of CPU for the small preset. With `background` a thread compiles
+        them, the shortest first, while lone sentences whose width is not
+        compiled yet take the traced search (Python waits for it at exit:
+        `stop_compiling` ends it sooner); else they are compiled before this
+        returns. `aligned`: the search that keeps alignments
+        (`translate(..., aligned=True)`, which a server asks for) instead
+        of the plain one; call twice for both.
+
+        The translations are the traced search's, their scores within
+        1e-5 (XLA's kernels round otherwise), as a sentence's score in a
+        batch and alone already differ.
+
+        Returns:
+            The thread compiling, or None without `background`.
+
+        Raises:
+            ValueError: for a sampling translator, or a model that is not
+                float32 (XLA's CPU kernels for half precisions are slower
+                than oneDNN's).
+        """
+        if self.sampling is not None:
+            raise ValueError("compile_lone compiles beam and greedy search; this translator "
+                             "samples.")
+        if self.model.compute_dtype != "float32":
+            raise ValueError(f"compile_lone compiles float32 searches; this model computes in "
+                             f"{self.model.compute_dtype}.")
+        if aligned not in self._lone:
+            model, tokenizer = self.model, self.tokenizer
+            self._lone[aligned] = (
+                lone_search(model, self.beam_size, self.decode_margin,
+                            alignment_layer(model) if aligned else None),
+                # (Its tokens' shape differs by width: traced for the shapes.)
+                tf.function(lambda fields, blank: translation_outputs(
+                    model, tokenizer, SearchResult(**fields), blank), autograph=False,
+                    reduce_retracing=True))
+        eos, pad = self.tokenizer.eos_id, self.tokenizer.pad_id
+
+        def compile_widths():
+            for width in lone_widths(self.model.config.max_length):
+                if self._lone_stop.is_set():
+                    return
+                source = np.full((1, width), pad, np.int32)
+                source[0, 0] = eos
+                try:
+                    self._search_lone(aligned, source, np.array([False]))
+                except tf.errors.OpError as error:  # the traced search goes on serving
+                    warnings.warn(f"XLA could not compile the search of a lone sentence "
+                                  f"({error.message.splitlines()[0]}); lone sentences keep the "
+                                  "traced search.", stacklevel=2)
+                    return
+                self._lone_ready.add((aligned, width))  # (a set's add is atomic)
+
+        if not background:
+            compile_widths()
+            return None
+        # Not a daemon: XLA's threads abort the process if Python ends while
+        # it compiles.
+        thread = threading.Thread(target=compile_widths, name="compile_lone")
+        self._lone_threads.append(thread)
+        thread.start()
+        return thread
+
+    def stop_compiling(self):
+        """Stops `compile_lone`'s threads once each has compiled the width
+        it is at (XLA's compilation cannot be interrupted), and waits for
+        them; lone sentences of the widths left take the traced search."""
+        self._lone_stop.set()
+        for thread in self._lone_threads:
+            thread.join()
+
+    def compiled_widths(self, aligned=False):
+        """The source widths (`lone_widths`) whose lone sentences
+        `compile_lone` has compiled so far, for the plain or the `aligned`
+        search: sorted."""
+        return sorted(width for kind, width in set(self._lone_ready) if kind == aligned)
+
+    def _search_lone(self, aligned, source, blank):
+        """`traced`'s outputs (see `_traced_search`) for one source padded to
+        a compiled width, by the searches of `compile_lone`."""
+        search, outputs = self._lone[aligned]
+        return outputs(search(source, tf.constant(self.alpha, tf.float32), self._output_weights),
+                       blank)
 
     @classmethod
     def from_directory(cls, directory, model_file=None, **options):
@@ -464,6 +603,13 @@ class Translator:
             # A sampling seed a batch, from the index of its first sentence
             # in the stream: the same input draws the same translations.
             batch_seed = seed * 1_000_003 + start + int(rows[0]) if self.sampling else 0
+            if lone and len(rows) == 1 and int(rows[0]) not in bound:
+                width = min(w for w in lone_widths(self.model.config.max_length)
+                            if w >= source.shape[1])
+                if (aligned, width) in self._lone_ready:  # compiled: see compile_lone
+                    source = np.pad(source, [[0, 0], [0, width - source.shape[1]]],
+                                    constant_values=self.tokenizer.pad_id)
+                    return rows, self._search_lone(aligned, source, lengths[rows] == 0), False
             inputs = (source, lengths[rows] == 0, tf.constant(batch_seed, tf.int64),
                       tf.constant(self.alpha, tf.float32), self._output_weights)
             if int(rows[0]) not in bound:
@@ -474,6 +620,7 @@ class Translator:
         one = (n_best or 1) == 1 or self.beam_size == 1 or self.sampling is not None
         traced = (self._translate_aligned if aligned else
                   self._translate if one else self._translate_n_best)
+        lone = aligned in self._lone and one and self.sampling is None
         bound_traced = self._bound[(n_best or 1) == 1, aligned]
 
         def align(i, translation, tokens, attended):

@@ -37,6 +37,7 @@ class KerasRuntime(Runtime):
             path, beam_size=decoding.beam_size, alpha=decoding.alpha,
             decode_margin=decoding.decode_margin, in_flight=in_flight, sampling=sampling)
         self._kept = collections.OrderedDict()  # (source, translation) -> Alignment
+        self._compiling = None  # the thread of compile_lone
         self._lock = threading.Lock()
 
     def _translate(self, sentences, n_best, seed, glossary=None):
@@ -61,6 +62,24 @@ class KerasRuntime(Runtime):
                 self._kept.move_to_end((sentence, hypotheses[0][0]))
             while len(self._kept) > self.KEPT_ALIGNMENTS:
                 self._kept.popitem(last=False)
+
+    def compile_lone(self):
+        """The search of a lone sentence for one translation, which keeps
+        its alignment as `translate` asks, compiled by XLA on a thread
+        (`Translator.compile_lone`); none with sampling, slots or a model
+        that is not float32."""
+        if (self.decoding.sampling or self.slots
+                or self.translator.model.compute_dtype != "float32"):
+            return None
+        self._compiling = self.translator.compile_lone(aligned=True)
+        return self._compiling
+
+    def stop_compiling(self):
+        self.translator.stop_compiling()
+
+    def compiled_widths(self):
+        compiling = self._compiling is not None and self._compiling.is_alive()
+        return self.translator.compiled_widths(aligned=True), compiling
 
     def slot_translator(self, n_best=1):
         """A `SlotTranslator` of `slots` (none without, or with sampling,

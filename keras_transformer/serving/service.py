@@ -118,14 +118,20 @@ class Service:
 
     def models(self):
         """Each model's name, runtime, pair, alternatives, whether it aligns
-        by attention and takes a glossary, and its queue."""
-        return [{"model": model.name, "runtime": model.runtime.name,
-                 "languages": [model.source, model.target],
-                 "max_alternatives": max(model.runtime.decoding.beam_size - 1, 0),
-                 "aligns": model.runtime.aligns,
-                 "glossaries": model.runtime.takes_glossary and not model.runtime.slots,
-                 "queued_sentences": self.batchers[model.name].queued}
-                for model in self.settings.models]
+        by attention and takes a glossary, the source widths of a lone
+        sentence's compiled search ready so far and whether it is still
+        compiling (`Runtime.compiled_widths`), and its queue."""
+        found = []
+        for model in self.settings.models:
+            widths, compiling = model.runtime.compiled_widths()
+            found.append({"model": model.name, "runtime": model.runtime.name,
+                          "languages": [model.source, model.target],
+                          "max_alternatives": max(model.runtime.decoding.beam_size - 1, 0),
+                          "aligns": model.runtime.aligns,
+                          "glossaries": model.runtime.takes_glossary and not model.runtime.slots,
+                          "compiled_widths": widths, "compiling": compiling,
+                          "queued_sentences": self.batchers[model.name].queued})
+        return found
 
     def glossaries(self):
         """Each served glossary's name, pair and entries."""
