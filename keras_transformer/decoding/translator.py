@@ -295,6 +295,7 @@ class Translator:
         # and the (aligned, source width) pairs compiled so far.
         self._lone, self._lone_ready = {}, set()
         self._lone_threads, self._lone_stop = [], threading.Event()
+        self._lone_widths = lone_widths(model.config.max_length)
 
     def _traced_search(self, best_only, alignment_layer=None, constrained=False):
         """The search of a batch of padded source ids, as one `tf.function`
@@ -377,7 +378,7 @@ class Translator:
         eos, pad = self.tokenizer.eos_id, self.tokenizer.pad_id
 
         def compile_widths():
-            for width in lone_widths(self.model.config.max_length):
+            for width in self._lone_widths:
                 if self._lone_stop.is_set():
                     return
                 source = np.full((1, width), pad, np.int32)
@@ -414,6 +415,11 @@ class Translator:
         `compile_lone` has compiled so far, for the plain or the `aligned`
         search: sorted."""
         return sorted(width for kind, width in set(self._lone_ready) if kind == aligned)
+
+    @property
+    def compiling(self):
+        """Whether a thread of `compile_lone` is still compiling."""
+        return any(thread.is_alive() for thread in self._lone_threads)
 
     def _search_lone(self, aligned, source, blank):
         """`traced`'s outputs (see `_traced_search`) for one source padded to
@@ -604,8 +610,7 @@ class Translator:
             # in the stream: the same input draws the same translations.
             batch_seed = seed * 1_000_003 + start + int(rows[0]) if self.sampling else 0
             if lone and len(rows) == 1 and int(rows[0]) not in bound:
-                width = min(w for w in lone_widths(self.model.config.max_length)
-                            if w >= source.shape[1])
+                width = min(w for w in self._lone_widths if w >= source.shape[1])
                 if (aligned, width) in self._lone_ready:  # compiled: see compile_lone
                     source = np.pad(source, [[0, 0], [0, width - source.shape[1]]],
                                     constant_values=self.tokenizer.pad_id)

@@ -37,7 +37,6 @@ class KerasRuntime(Runtime):
             path, beam_size=decoding.beam_size, alpha=decoding.alpha,
             decode_margin=decoding.decode_margin, in_flight=in_flight, sampling=sampling)
         self._kept = collections.OrderedDict()  # (source, translation) -> Alignment
-        self._compiling = None  # the thread of compile_lone
         self._lock = threading.Lock()
 
     def _translate(self, sentences, n_best, seed, glossary=None):
@@ -71,15 +70,13 @@ class KerasRuntime(Runtime):
         if (self.decoding.sampling or self.slots
                 or self.translator.model.compute_dtype != "float32"):
             return None
-        self._compiling = self.translator.compile_lone(aligned=True)
-        return self._compiling
+        return self.translator.compile_lone(aligned=True)
 
     def stop_compiling(self):
         self.translator.stop_compiling()
 
     def compiled_widths(self):
-        compiling = self._compiling is not None and self._compiling.is_alive()
-        return self.translator.compiled_widths(aligned=True), compiling
+        return self.translator.compiled_widths(aligned=True), self.translator.compiling
 
     def slot_translator(self, n_best=1):
         """A `SlotTranslator` of `slots` (none without, or with sampling,
