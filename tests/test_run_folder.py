@@ -47,8 +47,21 @@ def test_each_kind_of_tokenizer_is_known_by_its_files_and_gives_the_same_ids_in_
     tokenizer = run_folder.load_tokenizer(folder)
     text_tokenizer = run_folder.load_text_tokenizer(folder)
     assert (type(tokenizer), type(text_tokenizer)) == (graph_type, text_type)
-    texts = [" ".join(WORDS[:n]) for n in (1, 5, 17)]
-    assert tokenizer.tokenize(texts).to_list() == [text_tokenizer.encode(t) for t in texts]
+    # The plain-Python vocabulary each one holds too (what `Translator`
+    # tokenizes a lone sentence with, and detokenizes its translation).
+    assert type(tokenizer.vocabulary) is text_type
+    texts = [" ".join(WORDS[:n]) for n in (1, 5, 17)] + [
+        "", "  Größe,\tnaïve  Café — 3,14 € 😀 ", "ß" * 40, "x\u200by \u00a0z. Ende!"]
+    expected = tokenizer.tokenize(texts).to_list()
+    assert expected == [text_tokenizer.encode(t) for t in texts]
+    assert expected == [tokenizer.vocabulary.encode(t) for t in texts]
+    # Target ids, the specials among them (end, padding, start) anywhere.
+    rng = np.random.default_rng(0)
+    specials = [tokenizer.eos_id, tokenizer.pad_id, tokenizer.bos_id]
+    rows = np.where(rng.random((40, 12)) < 0.15, rng.choice(specials, (40, 12)),
+                    rng.integers(0, tokenizer.target_vocab_size, (40, 12)))
+    assert [text.decode() for text in tokenizer.detokenize(rows).numpy()] == [
+        tokenizer.vocabulary.decode(row) for row in rows]
     assert run_folder.tokenizer_from_files(run_folder.tokenizer_files(tokenizer)).tokenize(
         texts).to_list() == tokenizer.tokenize(texts).to_list()
 

@@ -28,7 +28,7 @@ from keras_transformer.names import TOKENIZER_TYPES
 from keras_transformer.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.textfiles import clean_text
 from keras_transformer.vocabularies import sentencepiece_proto
-from keras_transformer.vocabularies.sentencepiece_text import MODEL_FILE
+from keras_transformer.vocabularies.sentencepiece_text import MODEL_FILE, SentencePieceText
 
 
 def clean_texts(texts):
@@ -138,6 +138,8 @@ class Tokenizer(tf.Module):
     Attributes:
         model_type: the SentencePiece algorithm ("bpe", "unigram", ...), as
             the model file records it.
+        vocabulary: the same model in plain Python (`SentencePieceText`),
+            as an imported model's tokenizer holds its vocabulary.
 
     Create tokenizers after seeding: `tf.random.set_seed` (which
     `keras.utils.set_random_seed` calls) clears TensorFlow's kernel cache,
@@ -178,6 +180,9 @@ class Tokenizer(tf.Module):
         self.vocab_size = self.target_vocab_size = processor.vocab_size()
         self.pad_id, self.unk_id, self.bos_id, self.eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
         self._processor = processor
+        # The same model in plain Python, as the imported tokenizers hold
+        # theirs: what a lone sentence is tokenized with (`Translator`).
+        self.vocabulary = SentencePieceText(processor)
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32)
 
     @classmethod

@@ -19,6 +19,11 @@ class SentencePieceText:
     `decode(ids)` the text of target ids up to the first end id."""
 
     def __init__(self, path):
+        """`path`: a `.model` file, or a `SentencePieceProcessor` that holds
+        one already (`data.Tokenizer`'s, which checked it)."""
+        if isinstance(path, sentencepiece.SentencePieceProcessor):
+            self.processor = path
+            return
         self.processor = sentencepiece.SentencePieceProcessor()
         try:
             self.processor.Load(model_file=path)
