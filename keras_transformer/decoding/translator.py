@@ -421,8 +421,8 @@ class Translator:
         """`traced`'s outputs (see `_traced_search`), as NumPy arrays, for one
         source `(1, width)` padded to a compiled width, by the search that
         `compile_lone` compiled; detokenized in plain Python
-        (`tokenizer.vocabulary`), where the tokenizer's op cost 0.7 ms a
-        call, a sixth of a short greedy translation."""
+        (`tokenizer.vocabulary`, a few microseconds, where a call of the
+        tokenizer's op cost 0.7 ms, a tenth of a short greedy translation)."""
         found = self._lone_ready[aligned, source.shape[1]](
             tf.constant(source), tf.constant(self.alpha, tf.float32), self._output_weights)
         tokens = found["tokens"].numpy()[:, 0]
@@ -577,10 +577,10 @@ class Translator:
 
     def _source_ids(self, sentences):
         """The ids of cleaned strings (no end token), flat, and where each
-        sentence's start in them, NumPy arrays: one sentence in plain Python
+        sentence starts in them, NumPy arrays: one sentence in plain Python
         (`tokenizer.vocabulary`, the same ids: a call of tf-text's op costs
-        0.3 ms, six times the encoding of a short sentence), more in one
-        call of the tokenizer's op."""
+        0.3 ms, the `sentencepiece` package a few microseconds a short
+        sentence), more in one call of the tokenizer's op."""
         if len(sentences) == 1:
             ids = np.array(self.tokenizer.vocabulary.encode(sentences[0]), np.int32)
             return ids, np.array([0, len(ids)])
