@@ -18,17 +18,18 @@ class SentencePieceText:
     ids 0-3): `encode(text)` gives source ids without the end id,
     `decode(ids)` the text of target ids up to the first end id."""
 
-    def __init__(self, path):
-        """`path`: a `.model` file, or a `SentencePieceProcessor` that holds
-        one already (`data.Tokenizer`'s, which checked it)."""
-        if isinstance(path, sentencepiece.SentencePieceProcessor):
-            self.processor = path
+    def __init__(self, model):
+        """`model`: the path of a `.model` file, or a
+        `SentencePieceProcessor` that holds one already (`data.Tokenizer`'s,
+        which checked it)."""
+        if isinstance(model, sentencepiece.SentencePieceProcessor):
+            self.processor = model
             return
         self.processor = sentencepiece.SentencePieceProcessor()
         try:
-            self.processor.Load(model_file=path)
+            self.processor.Load(model_file=model)
         except (OSError, RuntimeError) as error:
-            raise ValueError(f"Cannot load the tokenizer model {path}: {error}") from None
+            raise ValueError(f"Cannot load the tokenizer model {model}: {error}") from None
 
     @classmethod
     def from_directory(cls, directory):
