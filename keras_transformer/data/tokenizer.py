@@ -28,7 +28,10 @@ from keras_transformer.names import TOKENIZER_TYPES
 from keras_transformer.special_ids import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.textfiles import clean_text
 from keras_transformer.vocabularies import sentencepiece_proto
-from keras_transformer.vocabularies.sentencepiece_text import MODEL_FILE, SentencePieceText
+from keras_transformer.vocabularies.sentencepiece_text import (
+    MODEL_FILE,
+    SentencePieceText,
+)
 
 
 def clean_texts(texts):
@@ -179,7 +182,6 @@ class Tokenizer(tf.Module):
         self.model_type = sentencepiece_proto.model_type(model)
         self.vocab_size = self.target_vocab_size = processor.vocab_size()
         self.pad_id, self.unk_id, self.bos_id, self.eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
-        self._processor = processor
         # The same model in plain Python, as the imported tokenizers hold
         # theirs: what a lone sentence is tokenized with (`Translator`).
         self.vocabulary = SentencePieceText(processor)
@@ -205,7 +207,7 @@ class Tokenizer(tf.Module):
 
     def pieces(self, ids):
         """The subword strings of some ids (for display)."""
-        return [self._processor.id_to_piece(int(i)) for i in ids]
+        return self.vocabulary.pieces(ids)
 
     def target_pieces(self, ids):
         """The same as `pieces`: one vocabulary serves both languages."""
@@ -249,7 +251,7 @@ class _InputTokenizer:
 
     def __init__(self, tokenizer):
         self._tokenizer = tokenizer
-        processor = tokenizer._processor  # the same model: one file, one set of ids
+        processor = tokenizer.vocabulary.processor  # the same model: one set of ids
         self._encode = lambda texts: processor.encode(texts, num_threads=1)
 
     def tokenize(self, texts):

@@ -144,9 +144,9 @@ def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_
     scores = tf.where(blank[:, None], 0.0, result.scores)
     lengths = tf.reduce_sum(tf.cast(result.tokens[:, 0] != model.config.pad_id, tf.int32), axis=1)
     outputs = (translations, scores, lengths)
-    if result.attended is not None:
+    if alignment_layer is not None:
         outputs += (result.tokens[:, 0], result.attended[:, 0])
-    return outputs + ((result.met,) if result.met is not None else ())
+    return outputs + ((result.met,) if constraints is not None else ())
 
 
 def translate_text(model, tokenizer, texts, beam_size, alpha, decode_margin, use_cache=True,

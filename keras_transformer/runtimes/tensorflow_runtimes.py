@@ -62,6 +62,12 @@ class KerasRuntime(Runtime):
             while len(self._kept) > self.KEPT_ALIGNMENTS:
                 self._kept.popitem(last=False)
 
+    @property
+    def tokenizer(self):
+        """The translator's tokenizer in plain Python (its `vocabulary`): the
+        folder's, loaded once."""
+        return self.translator.tokenizer.vocabulary
+
     def compile_lone(self):
         """The search of a lone sentence for one translation, which keeps
         its alignment as `translate` asks, compiled by XLA on a thread

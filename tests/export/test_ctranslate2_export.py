@@ -95,7 +95,7 @@ def test_random_base_model_float32_is_exact(tmp_path):
                                 tmp_path / "tokenizer.model", vocab_size=100)
     model = transformer(BASE, tokenizer.vocab_size)
     translator = CTranslate2Translator(ctranslate2_model.save(model, tokenizer, str(tmp_path / "ct2")))
-    sources = [tokenizer._processor.encode(s) for s in SENTENCES[1:4]] + [[5]]
+    sources = [tokenizer.vocabulary.encode(s) for s in SENTENCES[1:4]] + [[5]]
     targets = [list(reversed(s)) for s in sources[:3]] + [[7, 9, 11, 13, 15]]
     assert_exact(model, translator, sources, targets)
 
@@ -152,8 +152,8 @@ def test_small_run_float32_export_is_exact(small_ct2, reference):
     assert checked["max_log_prob_difference"] < 1e-4 and checked["greedy_agreement"] == 1.0
     model, tokenizer = reference
     translator = CTranslate2Translator(output / "ctranslate2")
-    sources = [tokenizer._processor.encode(s) for s in SENTENCES[1:4]]
-    targets = [tokenizer._processor.encode(s) for s in ("Haus", "der Baum ist klein.", "")]
+    sources = [tokenizer.vocabulary.encode(s) for s in SENTENCES[1:4]]
+    targets = [tokenizer.vocabulary.encode(s) for s in ("Haus", "der Baum ist klein.", "")]
     assert_exact(model, translator, sources, targets)
     # Its outputs do not end before the length limit (the model is
     # untrained): there, beam search with alpha 0 still agrees.
