@@ -12,12 +12,12 @@ Each setting runs in a process of its own (the threads are the process's:
 TensorFlow's intra-op threads, set before it starts; JAX's, the cores the
 process may use), the settings in turns, round after round; the median
 microseconds of a matmul over the rounds. Each loop's result depends on
-every output of its matmul, so XLA computes all of it.
+every output of its matmuls, so XLA computes all of them, and each matmul
+reads its weights from memory, as a step does (`time_matmuls`).
 
 What it shows (docs/benchmarks-log.md, "One sentence alone"): CTranslate2
-takes half the time on two threads at the base size; XLA hands a matmul of a
-few rows to the second thread at a cost larger than the work, so the step's
-small matmuls are slower on two threads than on one and only the output
+takes half the time on two threads; under XLA a step's matmuls of a few rows
+take as long on two threads as on one, or longer, and only the output
 projection gains.
 """
 
@@ -41,27 +41,36 @@ ENGINES = {
     "JAX XLA": None,
 }
 
-STEPS = 200
+STEPS = 50
+COLD_BYTES = 16 * 2**20
 
 
-def compiled_loop(engine, x, w):
-    """A callable that runs `STEPS` matmuls of `x` by `w` in one loop
-    compiled by `engine`'s XLA, each step's input depending on every output
-    of the last (so XLA computes all of them)."""
+def compiled_loop(engine, x, weights):
+    """A callable that runs `STEPS` steps of matmuls of `x` by each of
+    `weights` in turn, in one loop compiled by `engine`'s XLA, each input
+    depending on every output of the matmul before (so XLA computes all of
+    them)."""
     if engine == "JAX XLA":
         import jax
         import jax.numpy as jnp
 
-        weights = jnp.asarray(w)
-        loop = jax.jit(lambda x: jax.lax.fori_loop(
-            0, STEPS, lambda i, x: x + 1e-3 * jnp.max(x @ weights, axis=1, keepdims=True), x))
+        matrices = [jnp.asarray(w) for w in weights]
+
+        def step(i, x):
+            for w in matrices:
+                x = x + 1e-3 * jnp.max(x @ w, axis=1, keepdims=True)
+            return x
+
+        loop = jax.jit(lambda x: jax.lax.fori_loop(0, STEPS, step, x))
         return lambda: loop(x).block_until_ready()
     import tensorflow as tf
 
-    weights, source = tf.constant(w), tf.constant(x)
+    matrices, source = [tf.constant(w) for w in weights], tf.constant(x)
 
     def body(i, x):
-        return i + 1, x + 1e-3 * tf.reduce_max(tf.matmul(x, weights), axis=1, keepdims=True)
+        for w in matrices:
+            x = x + 1e-3 * tf.reduce_max(tf.matmul(x, w), axis=1, keepdims=True)
+        return i + 1, x
 
     loop = tf.function(lambda x: tf.while_loop(lambda i, x: i < STEPS, body, (0, x))[1],
                        jit_compile=True, autograph=False)
@@ -70,7 +79,13 @@ def compiled_loop(engine, x, w):
 
 def time_matmuls(engine):
     """Median microseconds of each of `SHAPES`'s matmuls in this process, by
-    `engine` (a name of `ENGINES`), keyed "rowsxinnerxouter"."""
+    `engine` (a name of `ENGINES`), keyed "rowsxinnerxouter". Each is timed
+    on distinct weight matrices of `COLD_BYTES` in all, one after another,
+    so that a matmul's weights come from memory, not the core's cache, as
+    in a step, whose weights (15 MB at the small preset) are larger than the
+    cores' caches (2 MB each here): on weights in cache the figures differ
+    (4 x 1,024 x 256: 16 us on one thread and 38 on two, against 43 and 66
+    from memory)."""
     import time
 
     import numpy as np
@@ -78,15 +93,17 @@ def time_matmuls(engine):
     rng = np.random.default_rng(0)
     found = {}
     for rows, inner, outer in SHAPES:
-        run = compiled_loop(engine, rng.standard_normal((rows, inner)).astype("float32"),
-                            rng.standard_normal((inner, outer)).astype("float32") * 0.05)
+        count = max(2, -(-COLD_BYTES // (4 * inner * outer)))
+        weights = [rng.standard_normal((inner, outer)).astype("float32") * 0.05
+                   for _ in range(count)]
+        run = compiled_loop(engine, rng.standard_normal((rows, inner)).astype("float32"), weights)
         run()
         seconds = []
-        for _ in range(7):
+        for _ in range(5):
             start = time.perf_counter()
             run()
             seconds.append(time.perf_counter() - start)
-        found[f"{rows}x{inner}x{outer}"] = float(np.median(seconds)) / STEPS * 1e6
+        found[f"{rows}x{inner}x{outer}"] = float(np.median(seconds)) / (STEPS * count) * 1e6
     return found
 
 
