@@ -22,10 +22,14 @@ projection gains.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+import time
+
+import numpy as np
 
 # (rows, inner, outer): a step of the small preset (d_model 256, d_ff 1,024,
 # 8,000 pieces), beam 4 and greedy, and its encoder at width 16; the same at
@@ -86,10 +90,6 @@ def time_matmuls(engine):
     cores' caches (2 MB each here): on weights in cache the figures differ
     (4 x 1,024 x 256: 16 us on one thread and 38 on two, against 43 and 66
     from memory)."""
-    import time
-
-    import numpy as np
-
     rng = np.random.default_rng(0)
     found = {}
     for rows, inner, outer in SHAPES:
@@ -108,7 +108,7 @@ def time_matmuls(engine):
 
 
 def measure(engine, threads):
-    """Runs `time_matmuls` in a child process with `threads` threads."""
+    """`time_matmuls(engine)`, run in a child process with `threads` threads."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_NUM_INTRAOP_THREADS=str(threads))
     if ENGINES[engine] is not None:
         env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + ENGINES[engine]).strip()
@@ -128,10 +128,6 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    import importlib.util
-
-    import numpy as np
-
     engines = [name for name in ENGINES
                if name != "JAX XLA" or importlib.util.find_spec("jax") is not None]
     if len(os.sched_getaffinity(0)) < 2:
