@@ -1,20 +1,38 @@
-"""What this CPU computes, as TensorFlow sees it: whether it does bfloat16
-natively, and whether TensorFlow's bfloat16 or float16 matmuls would crash
-here.
+"""What this CPU computes, as TensorFlow sees it: whether TensorFlow runs
+oneDNN's kernels here, whether the CPU does bfloat16 natively, and whether
+TensorFlow's bfloat16 or float16 matmuls would crash here. Every test and
+command whose expectation depends on these asks this module, which reads
+the CPU's flags, never one machine's behaviour.
 
-TensorFlow 2.21 picks oneDNN's bfloat16 kernels from the CPU's flags
-(AVX-512), while `ONEDNN_MAX_CPU_ISA` caps the instructions oneDNN may use.
-Capped below AVX-512 on a CPU that has it (`ONEDNN_MAX_CPU_ISA=AVX2`, the
-setting that imitates an older CPU), the first bfloat16 matmul ends the
-process with a segmentation fault (it does on an AVX-512 BF16 EPYC, where
-caps of AVX512_CORE and higher run). A CPU without AVX-512 computes bfloat16
-with Eigen and does not crash; `TF_ENABLE_ONEDNN_OPTS=0` does the same on
-any CPU. float16 does the same on a CPU with AVX-512 FP16 (Sapphire Rapids
+TensorFlow 2.21 on Linux turns oneDNN's custom operations on at its import
+only where the CPU has a neural-network feature (`ONEDNN_BY_DEFAULT`:
+AVX-512 VNNI or BF16, AVX-VNNI, AMX; Cascade Lake, Zen 4 and later), unless
+`TF_ENABLE_ONEDNN_OPTS` says otherwise; an AVX2-only CPU (Zen 3, Haswell to
+Comet Lake) and an AVX-512 one without them (Skylake-X) run Eigen's kernels
+(`onednn_enabled`). `ONEDNN_MAX_CPU_ISA` cannot show this: it caps the
+instructions oneDNN uses, while TensorFlow still decides from the real flags
+whether oneDNN runs at all.
+
+Where oneDNN runs, TensorFlow 2.21 picks its bfloat16 kernels from the
+CPU's flags (AVX-512), while `ONEDNN_MAX_CPU_ISA` caps the instructions
+oneDNN may use. Capped below AVX-512 on a CPU that has it
+(`ONEDNN_MAX_CPU_ISA=AVX2`, the setting that imitates an older CPU), the
+first bfloat16 matmul ends the process with a segmentation fault (it does
+on an AVX-512 BF16 EPYC, where caps of AVX512_CORE and higher run). A CPU
+without AVX-512 does not crash, nor does one where oneDNN is off
+(`TF_ENABLE_ONEDNN_OPTS=0`, or TensorFlow's default without the flags
+above): Eigen's kernels compute bfloat16 there. float16 does the same on a CPU with AVX-512 FP16 (Sapphire Rapids
 and later) capped below it: there a float16 matmul crashed under caps up to
 AVX512_CORE_BF16 and ran under AVX512_CORE_FP16.
 """
 
 import os
+
+ONEDNN_BY_DEFAULT = frozenset({"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile",
+                               "amx_int8", "amx_bf16"})
+"""The CPU flags (as Linux's `/proc/cpuinfo` names them) any one of which
+makes TensorFlow 2.21 turn oneDNN on by default (`IsMklEnabled` in
+tensorflow/core/util/util.cc)."""
 
 _BELOW_AVX512 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
 """oneDNN's `ONEDNN_MAX_CPU_ISA` values that leave out AVX-512."""
@@ -40,13 +58,24 @@ def cpu_flags():
     return set()
 
 
+def onednn_enabled():
+    """Whether TensorFlow, imported with this process's environment, runs
+    oneDNN's custom operations: `TF_ENABLE_ONEDNN_OPTS` where it is 0 or
+    false, 1 or true (any case, as TensorFlow reads it; another value it
+    ignores with a warning), else TensorFlow's default for this CPU's flags
+    (`ONEDNN_BY_DEFAULT`; off where the flags cannot be read)."""
+    value = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").lower()
+    if value in ("0", "false", "1", "true"):
+        return value in ("1", "true")
+    return bool(cpu_flags() & ONEDNN_BY_DEFAULT)
+
+
 def crashes(precision="bfloat16"):
     """Whether a matmul in `precision` ("bfloat16" or "float16") would crash
     TensorFlow here (see the module docstring)."""
     flag, caps = _CRASHING_CAPS[precision]
     capped = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in caps
-    onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") != "0"
-    return capped and onednn and flag in cpu_flags()
+    return capped and flag in cpu_flags() and onednn_enabled()
 
 
 def bfloat16_crashes():
