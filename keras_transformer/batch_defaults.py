@@ -54,9 +54,18 @@ def share_cores(in_flight=DEFAULT_IN_FLIGHT):
 def decoding_kernels(precision=None):
     """Has TensorFlow run a float32 search on its own (Eigen) kernels
     instead of oneDNN's: sets `TF_ENABLE_ONEDNN_OPTS=0`, which TensorFlow
-    reads when it is imported, unless the environment sets it already or
-    `precision` is bfloat16 or float16 (whose fast CPU kernels are
-    oneDNN's). Returns whether oneDNN's kernels are off.
+    reads when it is imported, unless the environment sets it already.
+    Returns whether oneDNN's kernels are off.
+
+    A bfloat16 or float16 search (`precision`) keeps TensorFlow's own
+    choice, `cpu_features.onednn_enabled`: oneDNN where the CPU has the
+    neural-network features (AVX-512 BF16 or VNNI, AMX), whose bfloat16
+    kernels are oneDNN's and native there; Eigen's elsewhere. On an AVX2
+    CPU without them (a 2-core EPYC Zen 3), turning oneDNN on for a
+    bfloat16 search was no faster: the whole translate command on 300 Ding
+    sentences took 24.9 s with Eigen's kernels, 26.3 s with oneDNN's
+    (`benchmarks/decoding_kernels.py`; float32: 22.6 s either way at that
+    size, where start-up is most of it).
 
     A search's operations are small (a beam step multiplies 4 rows by
     256 x 256 matrices), and oneDNN's setup of each call costs more than

@@ -205,6 +205,15 @@ def add_search_arguments(parser, beam_help="beam width; 1 is greedy search"):
                              "(default: the model's, 50)")
 
 
+def add_guard_argument(parser):
+    """`--no-guard` of the commands that translate with the keras runtime
+    (`decoding.Translator`'s `guard`)."""
+    parser.add_argument("--no-guard", dest="guard", action="store_false",
+                        help="give translations that loop or run away as the search found "
+                             "them, instead of searching them again with their repeated "
+                             "n-grams banned (docs/trust.md)")
+
+
 def add_sampling_arguments(parser):
     """`--sampling-topk`, `--sampling-temperature`, `--seed` of the commands
     that translate (see `decoding.Sampling`); `check_sampling` checks them."""

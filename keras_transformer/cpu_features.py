@@ -58,13 +58,14 @@ def cpu_flags():
     return set()
 
 
-def onednn_enabled():
-    """Whether TensorFlow, imported with this process's environment, runs
-    oneDNN's custom operations: `TF_ENABLE_ONEDNN_OPTS` where it is 0 or
-    false, 1 or true (any case, as TensorFlow reads it; another value it
-    ignores with a warning), else TensorFlow's default for this CPU's flags
-    (`ONEDNN_BY_DEFAULT`; off where the flags cannot be read)."""
-    value = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").lower()
+def onednn_enabled(environ=None):
+    """Whether TensorFlow, imported with the environment `environ` (default:
+    this process's), runs oneDNN's custom operations: `TF_ENABLE_ONEDNN_OPTS`
+    where it is 0 or false, 1 or true (any case, as TensorFlow reads it;
+    another value it ignores with a warning), else TensorFlow's default for
+    this CPU's flags (`ONEDNN_BY_DEFAULT`; off where the flags cannot be
+    read)."""
+    value = (os.environ if environ is None else environ).get("TF_ENABLE_ONEDNN_OPTS", "").lower()
     if value in ("0", "false", "1", "true"):
         return value in ("1", "true")
     return bool(cpu_flags() & ONEDNN_BY_DEFAULT)

@@ -9,10 +9,12 @@ computed.
 
 import dataclasses
 
+import numpy as np
 import sacrebleu
 
-from keras_transformer import data, run_folder
+from keras_transformer import data, run_folder, trust
 from keras_transformer.data.sentences import is_full_sentence
+from keras_transformer.decoding import Translator, quality
 from keras_transformer.names import LENGTH_PENALTIES
 from keras_transformer.textfiles import clean_text
 
@@ -126,3 +128,40 @@ def choose_length_penalty(translator, pairs, alphas=LENGTH_PENALTIES):
         scores[alpha], _ = evaluate_pairs(translator, kept)
     translator.alpha = max(alphas, key=lambda alpha: scores[alpha].chrf)
     return translator.alpha, scores
+
+
+def fit_calibrator(translator, pairs):
+    """A `trust.Calibrator` for `translator`'s model (float32), fitted on
+    `(source, reference)` string pairs: each source translated as the
+    translator translates (its guard included), its signals read
+    (`Translator.assess`; the translator has no calibrator of its own, so
+    that they are read with its own alpha), and its sentence chrF against
+    its reference (`trust.Calibrator.fit`).
+
+    Raises:
+        ValueError: in one line, for a model that is not float32 or too few
+            pairs.
+    """
+    if translator.model.compute_dtype != "float32":
+        raise ValueError("A calibrator is fitted on the float32 model; this translator computes "
+                         f"in {translator.model.compute_dtype}.")
+    pairs = [(source, reference) for source, reference in pairs if source.strip()]
+    sources = [source for source, _ in pairs]
+    translations = translator.translate(sources)
+    found = translator.assess(sources, translations)
+    features = np.array([[q.signals[name] for name in quality.SIGNALS] for q in found])
+    chrf = [sacrebleu.sentence_chrf(translation, [reference]).score
+            for translation, (_, reference) in zip(translations, pairs)]
+    return trust.Calibrator.fit(quality.SIGNALS, features, chrf,
+                                quality.model_digest(translator.model), translator.alpha)
+
+
+def calibrate_run(run_dir, pairs, model_file=None):
+    """Fits the calibrator of the model of a run or export folder (its
+    `model_file`, default `run_folder.load_model`'s) on `(source, reference)`
+    string pairs, translating with the folder's decoding settings, and
+    saves it there (`trust.CALIBRATION_FILE`); returns it."""
+    translator = Translator.from_directory(run_dir, model_file=model_file, calibrator=None)
+    calibrator = fit_calibrator(translator, pairs)
+    calibrator.save(run_dir)
+    return calibrator

@@ -83,6 +83,9 @@ class RunOptions:
     sentence that many times per pass (`data.repeat_full_sentences`; the
     demo: 2, as Ding's sentences are 5% of its pairs); 1 reads the corpus as
     it is, and prepared data (already tokenized) takes only 1.
+    `calibrate_sentences`: the whole sentences of the validation split the
+    run's calibrator is fitted on at its end (`evaluation.calibrate_run`;
+    0: none).
     """
 
     output_dir: str
@@ -110,6 +113,7 @@ class RunOptions:
     eval_every_steps: int = 500
     bleu_sentences: int = 200
     sentence_repeats: int = 1
+    calibrate_sentences: int = 2000
     shuffle_buffer: int = 20_000
     seed: int = 1234
     verbose: int = 1

@@ -41,6 +41,8 @@ COMMANDS = {
                   "translate sentences, one a line"),
     "evaluate": ("keras_transformer.commands.evaluate",
                  "BLEU and chrF of a run on held-out pairs or on files"),
+    "calibrate": ("keras_transformer.commands.calibrate",
+                  "fit how far to trust a run's translations (their confidence)"),
     "visualize": ("keras_transformer.commands.visualize",
                   "draw the attention weights of one sentence"),
     "export": ("keras_transformer.commands.export",

@@ -136,6 +136,7 @@ def train(args):
         # the last 5 of checkpoints 100 updates apart, validate every 500.
         checkpoint_every_steps=100 if args.preset == "small" else 1000,
         eval_every_steps=500 if args.preset == "small" else 5000, bleu_sentences=100,
+        calibrate_sentences=0,  # once the length penalty is chosen: `evaluate`
     )
     print(f"Preset {args.preset}, d_model {d_model}, dataset {args.dataset}, "
           f"strategy {args.strategy}, precision {precision}, "
@@ -166,9 +167,13 @@ def length_penalty(args, corpus):
 def evaluate(args):
     from keras_transformer.decoding import Translator
     from keras_transformer.evaluation import evaluate_pairs, run_corpus
+    from keras_transformer.training.run import calibrate
 
     corpus = run_corpus(args.output)
     alpha, alpha_chrf = length_penalty(args, corpus)
+    print("Fitting the calibrator of the translations' confidence on validation sentences ...",
+          flush=True)
+    calibrate(args.output, corpus, backend="tensorflow")
     translator = Translator.from_directory(args.output)
     results, samples = {}, []
     for split in ("validation", "test"):

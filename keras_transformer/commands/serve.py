@@ -69,6 +69,7 @@ def parser():
     decoding = p.add_argument_group("decoding")
     cli.add_search_arguments(decoding, "beam width; a request's alternatives go up to it less "
                                        "one")
+    cli.add_guard_argument(decoding)
     decoding.add_argument("--threads", type=cli.positive_int,
                           help="CPU threads of a CTranslate2, ONNX or LiteRT model")
     limits = p.add_argument_group("batching and limits")
@@ -203,7 +204,7 @@ def main():
     args = p.parse_args()
     if args.api_keys_optional and not args.api_keys:
         p.error("--api-keys-optional goes with --api-keys FILE")
-    decoding = runtimes.Decoding(args.beam_size, args.alpha, args.decode_margin)
+    decoding = runtimes.Decoding(args.beam_size, args.alpha, args.decode_margin, guard=args.guard)
     chosen = []
     for model in args.models:
         runtime_name = args.runtime or runtimes.default_runtime(model)

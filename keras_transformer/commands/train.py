@@ -91,6 +91,11 @@ def parser():
                          help="validation loss and BLEU interval")
     logging.add_argument("--bleu-sentences", type=cli.non_negative_int,
                          default=DEFAULTS["bleu_sentences"])
+    logging.add_argument("--calibrate-sentences", type=cli.non_negative_int,
+                         default=DEFAULTS["calibrate_sentences"],
+                         help="validation sentences the run's calibrator (the confidence of "
+                              "its translations: docs/trust.md) is fitted on at the end; 0: "
+                              "none")
     logging.add_argument("--seed", type=int, default=DEFAULTS["seed"])
     cli.add_verbose_argument(p)
     return p
@@ -111,7 +116,7 @@ def options_from(args):
         checkpoint_every_minutes=args.checkpoint_every_minutes,
         keep_checkpoints=args.keep_checkpoints, eval_every_steps=args.eval_every_steps,
         bleu_sentences=args.bleu_sentences, sentence_repeats=args.sentence_repeats,
-        seed=args.seed,
+        calibrate_sentences=args.calibrate_sentences, seed=args.seed,
     )
 
 

@@ -38,6 +38,15 @@ places each term (lexically constrained beam search, a beam of at least 4),
 and warns, naming the line, where the output limit came first. The keras
 runtime takes it; the exports' engines run searches of their own.
 
+--format jsonl writes, for each input line, one JSON object: its
+`translation`, its `confidence` (the probability that it is good, from the
+model's own signals and the run's calibrator: docs/trust.md; the least of
+its sentences'; null without a calibrator) and its `flags` (repetition,
+runaway, copy, untranslated, omission: what is wrong with it, where it
+shows). A translation that loops or runs away is searched again with the
+n-grams it repeats banned (the guard; --no-guard turns it off); one that
+every try repeats is cut before its loop and keeps its flag.
+
 --runtime translates an export (keras-transformer export) with one of its
 formats, as serve does: saved_model, ctranslate2, onnx or litert
 (keras_transformer/runtimes says what each needs).
@@ -47,10 +56,11 @@ formats, as serve does: saved_model, ctranslate2, onnx or litert
 
 import argparse
 import itertools
+import json
 import os
 import sys
 
-from keras_transformer import cli, documents, run_folder, runtimes, textfiles
+from keras_transformer import cli, documents, run_folder, runtimes, textfiles, trust
 from keras_transformer.glossary import Glossary
 from keras_transformer.batch_defaults import DEFAULT_WINDOW, decoding_kernels, share_cores
 from keras_transformer.names import OVERLONG, RUNTIMES
@@ -71,6 +81,15 @@ def windows(lines, size):
         yield start, window
 
 
+def jsonl_line(document, assessed):
+    """One output line of `--format jsonl`: the line's translation (its
+    sentences' joined), the least confidence of its sentences (null where
+    one has none) and the flags of any of them (`trust.combined`)."""
+    return json.dumps({"translation": document.render([text for text, _ in assessed])}
+                      | trust.combined([quality for _, quality in assessed]).as_dict(),
+                      ensure_ascii=False)
+
+
 def n_best_line(hypotheses):
     """One output line of `--n-best`: each translation and its score, tab
     separated."""
@@ -83,6 +102,14 @@ class TranslatorEngine:
     def __init__(self, translator, glossary=None):
         self.translator, self.glossary = translator, glossary
         self.limit = translator.model.config.max_source_tokens
+        self.quality_note = translator.calibration_note and (
+            f"its confidence is null: {translator.calibration_note}")
+
+    def translate_assessed(self, sentences, on_batch):
+        """`(translation, trust.Quality)` of each sentence."""
+        return self.translator.translate(sentences, on_batch=on_batch, quality=True,
+                                         on_overlong=lambda indexes, limit: None,
+                                         glossary=self.glossary)
 
     def lengths(self, sentences):
         return self.translator.source_lengths(sentences)
@@ -111,6 +138,13 @@ class RuntimeEngine:
     def __init__(self, runtime, batch_tokens, batch_size):
         self.runtime, self.batch_tokens, self.batch_size = runtime, batch_tokens, batch_size
         self.limit = runtime.max_source_tokens
+        self.quality_note = runtime.quality_note and (
+            f"the {runtime.name} runtime's {runtime.quality_note}")
+
+    def translate_assessed(self, sentences, on_batch):
+        """`(translation, trust.Quality)` of each sentence (`Runtime.assess`)."""
+        translations = self.translate(sentences, None, on_batch)
+        return list(zip(translations, self.runtime.assess(sentences, translations)))
 
     def lengths(self, sentences):
         return self.runtime.source_lengths(sentences)
@@ -166,9 +200,13 @@ def translate_lines(args, engine, source, lines, language):
             read = [read_line(line) for line in window]
             cli.overlong_lines(source.name, overlong_lines(engine, read, start), engine.limit,
                                refuse=False)
-            results = iter(engine.translate([sentence for document in read
-                                             for sentence in document.sentences],
-                                            args.n_best, progress.update))
+            sentences = [sentence for document in read for sentence in document.sentences]
+            if args.format == "jsonl":
+                results = iter(engine.translate_assessed(sentences, progress.update))
+                write([jsonl_line(document, [next(results) for _ in document.sentences])
+                       for document in read])
+                continue
+            results = iter(engine.translate(sentences, args.n_best, progress.update))
             if args.n_best:  # one sentence a line
                 write([n_best_line(next(results)) for _ in read])
             else:
@@ -217,9 +255,10 @@ def main():
                                         "file translated whole (default: standard input)")
     parser.add_argument("--output", help="the translations, one a line, or the translated "
                                          "document (default: standard output)")
-    parser.add_argument("--format", choices=("text", "html"),
-                        help="how to read the input (default: html for an .html or .htm "
-                             "--input, else text)")
+    parser.add_argument("--format", choices=("text", "html", "jsonl"),
+                        help="how to read the input and write the output; jsonl reads text and "
+                             "writes a JSON object a line: translation, confidence and flags "
+                             "(default: html for an .html or .htm --input, else text)")
     parser.add_argument("--no-split", action="store_true",
                         help="translate each line as one input, not sentence by sentence")
     parser.add_argument("--source-language",
@@ -229,6 +268,7 @@ def main():
     parser.add_argument("--model-file", help="the weights in the run folder (default: "
                                                 "averaged.keras, else model.keras)")
     cli.add_search_arguments(parser)
+    cli.add_guard_argument(parser)
     parser.add_argument("--n-best", type=cli.positive_int,
                         help="print the n best, TAB-separated with scores (default: the best "
                              "only, without scores)")
@@ -265,6 +305,9 @@ def main():
     if not by_runtime and args.threads:
         parser.error("--threads is for the ctranslate2, onnx and litert runtimes (TensorFlow "
                      "takes TF_NUM_INTRAOP_THREADS); give --runtime or leave it out")
+    if by_runtime and not args.guard:
+        parser.error("--no-guard is the keras runtime's (the exports' engines run their own "
+                     f"searches); leave it out with --runtime {args.runtime}")
     if args.glossary and (by_runtime or args.sampling_topk is not None):
         parser.error("--glossary is obeyed by the keras runtime's beam search; leave out "
                      f"{'--runtime ' + args.runtime if by_runtime else '--sampling-topk'}")
@@ -274,9 +317,12 @@ def main():
         parser.error("a .docx --input is translated whole into a .docx: give --output FILE.docx, "
                      "and no --format")
     kind = args.format or kind
-    if kind != "text" and (args.n_best or args.no_split):
+    if kind in ("html", "docx") and (args.n_best or args.no_split):
         parser.error("--n-best and --no-split are for text; an HTML or .docx input is "
                      "translated sentence by sentence")
+    if kind == "jsonl" and (args.n_best or args.sampling_topk is not None):
+        parser.error("--format jsonl gives the best translation's confidence; leave out "
+                     f"{'--n-best' if args.n_best else '--sampling-topk'}")
     language = args.source_language or (run_folder.languages(args.run_dir) or ("en",))[0]
 
     # Everything that can be wrong with the files is found before the model
@@ -286,7 +332,7 @@ def main():
     if args.glossary:
         args.glossary = Glossary.read(args.glossary, language,
                                       (run_folder.languages(args.run_dir) or (None, None))[1])
-    if kind != "text":
+    if kind in ("html", "docx"):
         engine = open_engine(args, by_runtime)
         translate_document(args, engine, language, kind)
         return
@@ -298,18 +344,35 @@ def main():
         textfiles.write_lines([], args.output)
         return
     lines = itertools.chain([first], lines)
-    translate_lines(args, open_engine(args, by_runtime), source, lines, language)
+    engine = open_engine(args, by_runtime)
+    if kind == "jsonl" and engine.quality_note:
+        cli.warn(f"{args.run_dir}: {engine.quality_note}")
+    translate_lines(args, engine, source, lines, language)
+
+
+def language_detector(run_dir):
+    """`text -> language code` among the run's two languages, which flags
+    translations left in the source language (`--format jsonl`), where the
+    serve extra's detector is installed and the run says its languages;
+    else None."""
+    languages = run_folder.languages(run_dir)
+    try:  # the serve extra's; without it that flag is not checked
+        from keras_transformer.documents.detection import Detector
+    except ImportError:
+        return None
+    return Detector(languages).language if languages else None
 
 
 def open_engine(args, by_runtime):
     """The `TranslatorEngine` or `RuntimeEngine` the options ask for."""
     decoding_kernels(args.precision)
+    detect = language_detector(args.run_dir) if args.format == "jsonl" else None
     if by_runtime:
         decoding = runtimes.Decoding(args.beam_size, args.alpha, args.decode_margin,
                                      args.sampling_topk, args.sampling_temperature, args.seed)
-        return RuntimeEngine(runtimes.open_runtime(args.run_dir, args.runtime, decoding,
-                                                   args.threads),
-                             args.batch_tokens, args.batch_size)
+        runtime = runtimes.open_runtime(args.run_dir, args.runtime, decoding, args.threads)
+        runtime.detect = detect
+        return RuntimeEngine(runtime, args.batch_tokens, args.batch_size)
     share_cores()
     # After parsing: the TensorFlow side loads once the options are known good.
     from keras_transformer.decoding import Sampling, Translator
@@ -320,4 +383,4 @@ def open_engine(args, by_runtime):
         args.run_dir, model_file=args.model_file, beam_size=args.beam_size, alpha=args.alpha,
         decode_margin=args.decode_margin, batch_tokens=args.batch_tokens,
         batch_size=args.batch_size, precision=args.precision, overlong=args.overlong,
-        sampling=sampling), args.glossary)
+        sampling=sampling, guard=args.guard, detect=detect), args.glossary)

@@ -49,6 +49,7 @@ from keras_transformer.data.tokenizer import (
     Tokenizer,
     clean_texts,
     encode_sources,
+    encode_targets,
     train_corpus_tokenizer,
     train_tokenizer,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "encode_pairs",
     "clean_texts",
     "encode_sources",
+    "encode_targets",
     "fits",
     "is_full_sentence",
     "is_full_sentence_tensor",

@@ -48,7 +48,19 @@ def encode_sources(tokenizer, texts, max_tokens):
     `max_tokens` (a model's `config.max_source_tokens`), as every search
     reads them; and a mask of the blank ones. Any tokenizer of the
     package's (ours, or an imported model's)."""
-    ids = tokenizer.tokenize(clean_texts(texts))[:, :max_tokens]
+    return _ended(tokenizer, tokenizer.tokenize(clean_texts(texts))[:, :max_tokens])
+
+
+def encode_targets(tokenizer, texts, max_tokens):
+    """`encode_sources` of translations, by the tokenizer's target side (a
+    model's `config.max_length - 1` tokens at most): the ids a search would
+    have written for them, and a mask of the blank ones."""
+    return _ended(tokenizer, tokenizer.tokenize_target(clean_texts(texts))[:, :max_tokens])
+
+
+def _ended(tokenizer, ids):
+    """Ragged ids -> padded ids, each row ending in the end token; and a
+    mask of the empty rows."""
     lengths = tf.cast(ids.row_lengths(), tf.int32)
     # The end id written into a padded column, not concatenated to the
     # ragged rows: the ragged concatenation's int64 ops made oneDNN log an

@@ -123,9 +123,9 @@ def choose_tokens(log_probs, step, sampling=None):
     if sampling is None:
         return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
     logits = log_probs / tf.cast(sampling.temperature, tf.float32)
-    top_k = tf.convert_to_tensor(sampling.top_k, tf.int32)
-    kth = _top_k(logits, tf.maximum(top_k, 1))[0][:, -1:]
-    logits = tf.where((top_k > 0) & (logits < kth), _NEG_INF, logits)
+    kept = tf.convert_to_tensor(sampling.top_k, tf.int32)
+    kth = top_k(logits, tf.maximum(kept, 1))[0][:, -1:]
+    logits = tf.where((kept > 0) & (logits < kth), _NEG_INF, logits)
     seed = tf.stack([tf.cast(sampling.seed, tf.int64), tf.cast(step, tf.int64)])
     return tf.random.stateless_categorical(logits, 1, seed, dtype=tf.int32)[:, 0]
 
@@ -142,6 +142,17 @@ def output_limits(source_ids, model, decode_margin=None, max_output_length=None)
     return tf.minimum(real + margin, cap)
 
 
+def token_ban(model):
+    """-1e9 on the tokens no search writes, 0 on the others, float32
+    `(vocabulary,)`: padding, and the start token unless it is also the end
+    token (fairseq). Added to the log-probabilities after the softmax, not
+    selected: an add over the vocabulary-wide tensor costs far less than a
+    `tf.where` with a broadcast mask."""
+    config = model.config
+    banned = {config.pad_id, config.decoder_start_id} - {config.eos_id}
+    return _NEG_INF * tf.reduce_max(tf.one_hot(sorted(banned), model.target_vocab_size), axis=0)
+
+
 class TokenScores:
     """The next token's log-probabilities from a decoding step's logits, as
     every search scores them: the padding and start tokens banned, and at a
@@ -151,12 +162,7 @@ class TokenScores:
 
     def __init__(self, model, output_weights=None):
         config = model.config
-        # The start token is banned unless it is also the end token (fairseq).
-        banned = {config.pad_id, config.decoder_start_id} - {config.eos_id}
-        # Added, not selected: an add over the vocabulary-wide tensor costs
-        # far less than a `tf.where` with a broadcast mask.
-        self.ban = _NEG_INF * tf.reduce_max(tf.one_hot(sorted(banned), model.target_vocab_size),
-                                            axis=0)
+        self.ban = token_ban(model)
         # At its length limit a hypothesis may only end.
         self.not_end = tf.range(model.target_vocab_size) != config.eos_id
         self.output_weights = model.output_weights() if output_weights is None else output_weights
@@ -175,6 +181,35 @@ class TokenScores:
             lambda: log_probs)
 
 
+MAX_NGRAM = 8
+"""The largest `no_repeat_ngram` of a search."""
+
+
+def repeated_ngram_ban(tokens, step, n, vocab_size):
+    """-1e9 on each token that would repeat an n-gram at position `step + 1`
+    of `tokens` `(rows, length)` (each row's prefix written up to `step`,
+    its start token at 0), 0 elsewhere: `(rows, vocab_size)`. An n-gram is
+    repeated where its first n - 1 tokens are the prefix's last n - 1 and
+    the prefix holds it already (fairseq's `no_repeat_ngram_size`; with
+    n = 1, no token is written twice). `n` a scalar (a tensor allowed)
+    from 1 to `MAX_NGRAM`."""
+    n = tf.convert_to_tensor(n, tf.int32)
+    rows, length = tf.shape(tokens)[0], tf.shape(tokens)[1]
+    starts = tf.range(length)
+    # The earlier n-grams tokens[j : j + n], the start token left out, that
+    # the prefix holds whole.
+    match = tf.broadcast_to((starts >= 1) & (starts + n - 1 <= step), [rows, length])
+    for i in range(MAX_NGRAM - 1):
+        earlier = tf.gather(tokens, tf.minimum(starts + i, length - 1), axis=1)
+        latest = tf.gather(tokens, tf.clip_by_value(step - n + 2 + i, 0, length - 1), axis=1)
+        match &= (i >= n - 1) | tf.equal(earlier, latest[:, None])
+    banned = tf.gather(tokens, tf.minimum(starts + n - 1, length - 1), axis=1)
+    row_ids = tf.broadcast_to(tf.range(rows)[:, None], [rows, length])
+    hits = tf.scatter_nd(tf.stack([row_ids, banned], axis=-1), tf.cast(match, tf.float32),
+                         [rows, vocab_size])
+    return tf.where(hits > 0, _NEG_INF, 0.0)
+
+
 class _Decoder:
     """Next-token log-probabilities for `copies` hypotheses per sentence,
     with or without the key/value cache, and the selection of rows of its
@@ -188,7 +223,8 @@ class _Decoder:
     """
 
     def __init__(self, model, source_ids, copies, length, use_cache, static_cache,
-                 first_copies=None, alignment_layer=None, output_weights=None):
+                 first_copies=None, alignment_layer=None, output_weights=None,
+                 no_repeat_ngram=None):
         if alignment_layer is not None and not use_cache:
             raise ValueError("alignment_layer reads the cached decoder's steps; it needs "
                              "use_cache=True.")
@@ -197,6 +233,7 @@ class _Decoder:
         self.use_cache = use_cache
         self.alignment_layer = alignment_layer
         self.grow_cache = not static_cache
+        self.no_repeat_ngram = no_repeat_ngram
         config = model.config
         self.scores = TokenScores(model, output_weights)
         encoder_output = model.encode(source_ids, training=False)
@@ -236,7 +273,14 @@ class _Decoder:
             repeat = lambda t: tf.repeat(t, self.copies, axis=0)  # noqa: E731
             logits = self.model.decode(tokens[:, :step + 1], repeat(state["encoder_output"]),
                                        repeat(state["source_ids"]))
-        return self.scores.log_probs(logits, at_limit), state, attended
+        log_probs = self.scores.log_probs(logits, at_limit)
+        if self.no_repeat_ngram is not None:  # (a tensor: 0 bans nothing, in a branch not taken)
+            log_probs = tf.cond(
+                tf.convert_to_tensor(self.no_repeat_ngram) > 0,
+                lambda: log_probs + repeated_ngram_ban(tokens, step, self.no_repeat_ngram,
+                                                       self.model.target_vocab_size),
+                lambda: log_probs)
+        return log_probs, state, attended
 
     def reorder(self, state, rows):
         """Keeps the self-attention caches of hypotheses `rows` (in that
@@ -331,7 +375,7 @@ def greedy_step(s, log_probs, step, config, sampling=None, attended=None):
 
 def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_length=None,
                   use_cache=True, static_cache=False, drop_finished=None, sampling=None,
-                  alignment_layer=None, output_weights=None):
+                  alignment_layer=None, output_weights=None, no_repeat_ngram=None):
     """Picks the most likely token at every step, or with `sampling` draws
     it from the model's distribution (`Sampling`).
 
@@ -360,6 +404,11 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
         output_weights: the output projection's matrix
             (`Transformer.output_weights()`), for a caller that searches
             many batches with the same weights; None: made in this search.
+        no_repeat_ngram: no n-gram of this many tokens written twice
+            (`repeated_ngram_ban`; a scalar, a tensor allowed, 0 for no
+            ban): what the Translator's guard searches a looping
+            translation again with; None: no ban, and none of its work in
+            the graph.
 
     Returns:
         A `SearchResult` with one hypothesis per sentence.
@@ -373,7 +422,8 @@ def greedy_search(model, source_ids, alpha=None, decode_margin=None, max_output_
     length = _output_length(limits, static_cache, max_output_length)
     aligned = alignment_layer is not None
     decoder = _Decoder(model, source_ids, 1, length, use_cache, static_cache,
-                       alignment_layer=alignment_layer, output_weights=output_weights)
+                       alignment_layer=alignment_layer, output_weights=output_weights,
+                       no_repeat_ngram=no_repeat_ngram)
     sentences = initial_greedy(batch, length, config) | {"index": tf.range(batch),
                                                           "limit": limits}
     if aligned:
@@ -495,7 +545,7 @@ def top_extensions(s, log_probs, k, copies):
     the lower beam, then the lower token, first."""
     live = tf.shape(s["alive"])[0]
     per_beam = tf.minimum(2 * k, log_probs.shape[-1])  # extensions ranked per beam
-    row_log_probs, row_tokens = _top_k(log_probs, per_beam)
+    row_log_probs, row_tokens = top_k(log_probs, per_beam)
     candidates = s["alive_log_probs"][:, :copies, None] + tf.reshape(
         row_log_probs, [live, copies, per_beam])
     top_log_probs, top_ids = tf.math.top_k(tf.reshape(candidates, [live, copies * per_beam]),
@@ -534,7 +584,8 @@ def _per_sentence(value):
 
 def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=None,
                 max_output_length=None, use_cache=True, static_cache=False, drop_finished=None,
-                best_only=False, alignment_layer=None, output_weights=None, constraints=None):
+                best_only=False, alignment_layer=None, output_weights=None, constraints=None,
+                no_repeat_ngram=None):
     """Beam search with the GNMT length penalty (see the module docstring).
 
     Args:
@@ -562,6 +613,7 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
             sentence's translations must hold (lexically constrained
             search, `decoding.constraints`); None: none. A sentence
             without any is searched as without them.
+        no_repeat_ngram: see `greedy_search`.
 
     Returns:
         A `SearchResult` with the K best finished hypotheses per sentence
@@ -587,7 +639,7 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     first_copies = tf.where(2 * k <= model.target_vocab_size, 1, k) if expand_after_first else k
     aligned = alignment_layer is not None
     decoder = _Decoder(model, source_ids, k, length, use_cache, static_cache, first_copies,
-                       alignment_layer, output_weights)
+                       alignment_layer, output_weights, no_repeat_ngram)
     sentences = initial_beams(batch, k, length, config) | {"index": tf.range(batch),
                                                            "limit": limits}
     if aligned:  # each hypothesis's attended positions, beside its tokens
@@ -715,7 +767,7 @@ def free_shapes(loop_vars):
     return tf.nest.map_structure(relax, loop_vars)
 
 
-def _top_k(values, k, block=64):
+def top_k(values, k, block=64):
     """`tf.math.top_k(values, k)` over the last axis of `(rows, n)`, the
     same values and indices, ties included (the lower index first).
 

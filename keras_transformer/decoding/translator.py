@@ -17,8 +17,10 @@ runner):
   raises a ValueError naming it instead.
 """
 
+import collections
 import concurrent.futures
 import dataclasses
+import functools
 import itertools
 import queue
 import threading
@@ -28,7 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer import documents, run_folder
+from keras_transformer import documents, run_folder, trust
 from keras_transformer.batch_defaults import (
     DEFAULT_IN_FLIGHT,
     DEFAULT_WINDOW,
@@ -42,12 +44,29 @@ from keras_transformer.decoding.alignment import (
     attention_alignments,
     token_alignment,
 )
+from keras_transformer.decoding import quality
 from keras_transformer.decoding.search import beam_search, greedy_search
 from keras_transformer.decoding.slots import SlotSearch, Wakeup, pad_sources
+from keras_transformer.documents.alignment import Alignment
 from keras_transformer.glossary import GlossaryError, GlossaryWarning
 from keras_transformer.models import in_precision
 from keras_transformer.names import OVERLONG
 from keras_transformer.textfiles import clean_text, truncation_warning
+
+NO_BAN = np.int32(0)
+"""The traced searches' `no_repeat_ngram` where nothing is banned."""
+
+GUARD_NGRAM = 2
+"""The n-grams the guard's search bans repeats of: pairs of tokens, so that
+no loop of any unit goes on. On the demo's run of `benchmarks/trust.py`
+(33 loops in 565 held-out sentences) this gave the chrF of a first try
+with the n-grams one token longer than the loop's unit and a second with
+pairs (21.22 against 21.23), in one search of the flagged sentences
+instead of one for each size and try (1.08x the time of the file without
+the guard, against 1.18x)."""
+
+KEPT_FLAGS = 4096
+"""Translations the guard cut whose flags a Translator keeps for `assess`."""
 
 GLOSSARY_BEAM = 4
 """The least beam a glossary's sentences are searched with: a beam of one
@@ -67,25 +86,27 @@ def lone_widths(max_length):
 
 def search(model, source_ids, beam_size, alpha, decode_margin, use_cache=True, sampling=None,
            best_only=False, alignment_layer=None, output_weights=None, constraints=None,
-           static_cache=False, max_output_length=None):
+           static_cache=False, max_output_length=None, no_repeat_ngram=None):
     """The search a translation runs: with `sampling` (a `Sampling`) one
     drawn translation; greedy search when `beam_size` is the Python integer
     1 (the same tokens as a beam of one, faster); else beam search
     (`beam_size` may be a tensor), which with `best_only` returns the best
     hypothesis alone, sooner (see `beam_search`). `alignment_layer`,
-    `output_weights`, `static_cache`, `max_output_length` and
-    `constraints` (beam search only): see `beam_search`."""
+    `output_weights`, `static_cache`, `max_output_length`,
+    `no_repeat_ngram` and `constraints` (beam search only): see
+    `beam_search`."""
     if constraints is None and (sampling is not None
                                 or (isinstance(beam_size, int) and beam_size == 1)):
         return greedy_search(model, source_ids, alpha=alpha, decode_margin=decode_margin,
                              max_output_length=max_output_length, use_cache=use_cache,
                              static_cache=static_cache, sampling=sampling,
-                             alignment_layer=alignment_layer, output_weights=output_weights)
+                             alignment_layer=alignment_layer, output_weights=output_weights,
+                             no_repeat_ngram=no_repeat_ngram)
     return beam_search(model, source_ids, beam_size=beam_size, alpha=alpha,
                        decode_margin=decode_margin, max_output_length=max_output_length,
                        use_cache=use_cache, static_cache=static_cache, best_only=best_only,
                        alignment_layer=alignment_layer, output_weights=output_weights,
-                       constraints=constraints)
+                       constraints=constraints, no_repeat_ngram=no_repeat_ngram)
 
 
 def lone_search(model, beam_size, decode_margin, alignment_layer=None):
@@ -110,7 +131,7 @@ def lone_search(model, beam_size, decode_margin, alignment_layer=None):
 
 def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_margin,
                   use_cache=True, sampling=None, best_only=False, alignment_layer=None,
-                  output_weights=None, constraints=None):
+                  output_weights=None, constraints=None, no_repeat_ngram=None):
     """Searches padded source ids and detokenises the result in one graph.
 
     Args:
@@ -124,6 +145,7 @@ def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_
         alignment_layer: see `search`.
         output_weights: see `search`.
         constraints: see `search`.
+        no_repeat_ngram: see `search`.
 
     Returns:
         `(translations, scores, lengths)`: string `(batch, n_best)`, float32
@@ -136,7 +158,8 @@ def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_
         n_best)`.
     """
     result = search(model, source_ids, beam_size, alpha, decode_margin, use_cache, sampling,
-                    best_only, alignment_layer, output_weights, constraints)
+                    best_only, alignment_layer, output_weights, constraints,
+                    no_repeat_ngram=no_repeat_ngram)
     batch, n_best = tf.shape(result.tokens)[0], tf.shape(result.tokens)[1]
     flat = tf.reshape(result.tokens, [batch * n_best, -1])
     translations = tf.reshape(tokenizer.detokenize(flat), [batch, n_best])
@@ -232,6 +255,20 @@ class Translator:
             searched to their end (`batch_tokens`, `batch_size` then unused).
             None: batches. Sampling always searches batches (a batch's draws
             are made together, `search.Sampling`).
+        guard: search again each translation that loops or runs away
+            (`trust.GUARDED` flags), with repeated pairs of tokens banned,
+            and keep that try where it does neither, or cut the
+            translation before its loop where it still does (`_mended`);
+            translations not flagged are untouched. Not for sampling, nor
+            for a glossary's sentences (flagged only). Default on.
+        calibrator: a `trust.Calibrator` fitted for this model, which turns
+            the model's signals into each translation's confidence
+            (`assess`, `translate(..., quality=True)`); one fitted for
+            another model is set aside (`calibration_note` says so).
+            `from_directory` reads the folder's.
+        detect: text -> a language code (`documents.detection.Detector`),
+            by which `assess` flags translations left in the source
+            language (`untranslated`); None: that flag is not checked.
 
     Example:
         translator = Translator.from_directory("runs/ding")
@@ -241,10 +278,20 @@ class Translator:
 
     def __init__(self, model, tokenizer, beam_size=None, alpha=None, decode_margin=None,
                  batch_tokens=None, batch_size=None, overlong="truncate", precision=None,
-                 in_flight=DEFAULT_IN_FLIGHT, sampling=None, source_language=None, slots=None):
+                 in_flight=DEFAULT_IN_FLIGHT, sampling=None, source_language=None, slots=None,
+                 guard=True, calibrator=None, detect=None):
         if overlong not in OVERLONG:
             raise ValueError(f"overlong must be one of {OVERLONG}; got {overlong!r}.")
         config = model.config
+        # The calibrator belongs to the float32 weights, not to a copy in
+        # another precision.
+        self.calibrator, self.calibration_note = None, (
+            "it has no calibrator: keras-transformer calibrate RUN fits one")
+        if calibrator is not None and calibrator.model_digest != quality.model_digest(model):
+            self.calibration_note = ("its calibrator was fitted for another model (the weights "
+                                     "changed since): run keras-transformer calibrate RUN again")
+        elif calibrator is not None:
+            self.calibrator, self.calibration_note = calibrator, None
         model = model if precision is None else in_precision(model, precision)
         self.model = model
         self.tokenizer = tokenizer
@@ -266,6 +313,11 @@ class Translator:
         self.sampling = sampling
         self.source_language = source_language
         self.slots = slots
+        self.guard = guard
+        self.detect = detect
+        # (sentence, translation) -> the flags of a translation the guard
+        # cut, for `assess`; the latest `KEPT_FLAGS`.
+        self._stuck, self._lock = collections.OrderedDict(), threading.Lock()
         self._slot_searches = {}  # (alpha, best_only, aligned, slots) -> a SlotSearch to fork
         # The output projection's matrix, transposed once here and passed to
         # every search: made inside each call, it cost a base model's
@@ -286,6 +338,12 @@ class Translator:
         self._bound = {(best_only, aligned): self._traced_search(
             best_only, alignment_layer(self.model) if aligned else None, constrained=True)
             for best_only, aligned in ((True, False), (False, False), (True, True))}
+        # The model's signals of a translation (traced when first asked for).
+        self._signals = tf.function(
+            functools.partial(quality.read_signals, self.model),
+            input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2
+            + [tf.TensorSpec([None], tf.string)] * 2 + [tf.TensorSpec([], tf.float32)],
+            autograph=False)
         # aligned -> the search of a lone sentence that XLA compiles
         # (`compile_lone`); (aligned, source width) -> its concrete
         # function, once compiled.
@@ -295,20 +353,23 @@ class Translator:
 
     def _traced_search(self, best_only, alignment_layer=None, constrained=False):
         """The search of a batch of padded source ids, as one `tf.function`
-        whose signature leaves the batch's shape free: traced once. With
-        `constrained`, it also takes a batch's `Constraints` (the phrases
-        and their owners) and searches with a beam of at least
+        whose signature leaves the batch's shape free: traced once. It takes
+        the size of the n-grams it may not repeat (`search.repeated_ngram_ban`;
+        0: none), so that the guard searches again with the same trace.
+        With `constrained`, it also takes a batch's `Constraints` (the
+        phrases and their owners) and searches with a beam of at least
         `GLOSSARY_BEAM`."""
         model, tokenizer, sampling = self.model, self.tokenizer, self.sampling
         signature = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.bool),
                      tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32),
-                     tf.TensorSpec(self._output_weights.shape, self._output_weights.dtype)]
+                     tf.TensorSpec(self._output_weights.shape, self._output_weights.dtype),
+                     tf.TensorSpec([], tf.int32)]
         if constrained:
             signature += [tf.TensorSpec([None, None, MAX_PHRASE_TOKENS], tf.int32),
                           tf.TensorSpec([None, None], tf.int32)]
         beam_size = max(self.beam_size, GLOSSARY_BEAM) if constrained else self.beam_size
 
-        def traced(source_ids, blank, seed, alpha, output_weights, *bound):
+        def traced(source_ids, blank, seed, alpha, output_weights, no_repeat_ngram, *bound):
             # alpha is an input of the trace, so that one translator decodes
             # with several (choosing one on held-out data) without tracing
             # again.
@@ -317,12 +378,17 @@ class Translator:
                 sampling=sampling and dataclasses.replace(sampling, seed=seed),
                 best_only=best_only, alignment_layer=alignment_layer,
                 output_weights=output_weights,
-                constraints=Constraints(*bound, self._word_starts, every=True) if bound else None)
+                constraints=Constraints(*bound, self._word_starts, every=True) if bound else None,
+                no_repeat_ngram=no_repeat_ngram)
 
         # The search's loops and branches are tf.while_loop and tf.cond
         # already; autograph's rewriting of its Python was most of the first
-        # batch's time (translate.py's start-up).
-        return tf.function(traced, input_signature=signature, autograph=False)
+        # batch's time (translate.py's start-up). Wrapped in a partial:
+        # TensorFlow counts the traces of every tf.function of one Python
+        # code object together, and warns of "retracing" once five of a
+        # translator's searches (each traced once) have been traced.
+        return tf.function(functools.partial(traced), input_signature=signature,
+                           autograph=False)
 
     def compile_lone(self, aligned=False, background=True):
         """From now on, searches a lone sentence (a call, or a batch, of
@@ -435,8 +501,13 @@ class Translator:
     @classmethod
     def from_directory(cls, directory, model_file=None, **options):
         """The translator of a run folder (or an export's model.keras):
-        its model (`run_folder.load_model`), tokenizer and source language."""
+        its model (`run_folder.load_model`), tokenizer, source language and
+        calibrator (`trust.CALIBRATION_FILE`, where the folder has one).
+
+        Raises:
+            ValueError: the folder's calibrator is damaged (one line)."""
         options.setdefault("source_language", (run_folder.languages(directory) or (None,))[0])
+        options.setdefault("calibrator", trust.Calibrator.load(directory, signals=quality.SIGNALS))
         return cls(run_folder.load_model(directory, model_file),
                    run_folder.load_tokenizer(directory), **options)
 
@@ -483,7 +554,7 @@ class Translator:
         return [i for i, n in enumerate(self.source_lengths(sentences)) if n > limit]
 
     def translate(self, sentences, n_best=None, progress=False, on_batch=None, on_overlong=None,
-                  seed=None, aligned=False, glossary=None):
+                  seed=None, aligned=False, glossary=None, quality=False):
         """Translates a list of sentences (str or bytes), one result each,
         sorting and batching the whole list together.
 
@@ -497,6 +568,7 @@ class Translator:
             seed: see `translate_stream`.
             aligned: see `translate_stream`.
             glossary: see `translate_stream`.
+            quality: see `translate_stream`.
 
         Warns:
             TruncationWarning: naming the sentences cut to the model's length
@@ -510,10 +582,12 @@ class Translator:
                 bar.add(count), report and report(count, tokens))
         return list(self.translate_stream(sentences, n_best=n_best, window=max(len(sentences), 1),
                                           on_batch=on_batch, on_overlong=on_overlong,
-                                          seed=seed, aligned=aligned, glossary=glossary))
+                                          seed=seed, aligned=aligned, glossary=glossary,
+                                          quality=quality))
 
     def translate_stream(self, sentences, n_best=None, window=DEFAULT_WINDOW, on_batch=None,
-                         on_overlong=None, seed=None, aligned=False, glossary=None):
+                         on_overlong=None, seed=None, aligned=False, glossary=None,
+                         quality=False):
         """Translates an iterable of sentences (str or bytes) of any length,
         yielding one result per sentence in the input's order, holding only
         `window` sentences at a time (each window is sorted and batched as
@@ -542,6 +616,9 @@ class Translator:
                 `decoding.constraints`, with a beam of at least
                 `GLOSSARY_BEAM`, greedy translators too); the others as
                 without it. At most the beam's size of terms a sentence.
+            quality: give `(result, trust.Quality)` for each sentence (the
+                result as without it), how far to trust its best
+                translation (`assess`).
 
         Warns:
             GlossaryWarning: naming a sentence with more terms than its beam
@@ -571,8 +648,12 @@ class Translator:
             chunk = [clean_text(s) for s in itertools.islice(iterator, window)]
             if not chunk:
                 return
-            yield from self._translate_window(chunk, start, n_best, on_batch, on_overlong, seed,
-                                              aligned, glossary)
+            results = self._translate_window(chunk, start, n_best, on_batch, on_overlong, seed,
+                                             aligned, glossary)
+            if quality:
+                results = list(zip(results, self.assess(
+                    chunk, [_best_text(result, aligned) for result in results])))
+            yield from results
             start += len(chunk)
 
     def _source_ids(self, sentences):
@@ -589,6 +670,8 @@ class Translator:
 
     def _translate_window(self, sentences, start, n_best, on_batch, on_overlong, seed, aligned,
                           glossary=None):
+        """The results of one window of cleaned `sentences` (the first at
+        `start` of the stream), in their order (see `translate_stream`)."""
         values, splits = self._source_ids(sentences)
         lengths = np.diff(splits)
         limit = self.model.config.max_source_tokens
@@ -615,12 +698,14 @@ class Translator:
         # sentences a glossary constrains, searched apart from the others.
         bound = self._constraints(sentences, start, glossary) if glossary is not None else {}
 
+        def padded(rows):
+            """The sources of sentences `rows` as the search reads them."""
+            return pad_sources([np.append(values[splits[i]:splits[i] + lengths[i]],
+                                          self.tokenizer.eos_id) for i in rows],
+                               self.tokenizer.pad_id)
+
         def search(rows):
-            source = np.full((len(rows), int(lengths[rows].max()) + 1), self.tokenizer.pad_id,
-                             np.int32)
-            for row, i in enumerate(rows):
-                source[row, :lengths[i]] = values[splits[i]:splits[i] + lengths[i]]
-                source[row, lengths[i]] = self.tokenizer.eos_id
+            source = padded(rows)
             # A sampling seed a batch, from the index of its first sentence
             # in the stream: the same input draws the same translations.
             batch_seed = seed * 1_000_003 + start + int(rows[0]) if self.sampling else 0
@@ -631,7 +716,7 @@ class Translator:
                                     constant_values=self.tokenizer.pad_id)
                     return rows, self._search_lone(aligned, source, lengths[rows] == 0), False
             inputs = (source, lengths[rows] == 0, tf.constant(batch_seed, tf.int64),
-                      tf.constant(self.alpha, tf.float32), self._output_weights)
+                      tf.constant(self.alpha, tf.float32), self._output_weights, NO_BAN)
             if int(rows[0]) not in bound:
                 return rows, traced(*inputs), False
             constraints = Constraints.of([bound[int(i)][1] for i in rows])
@@ -650,8 +735,10 @@ class Translator:
 
         align = align if aligned else None
         if self.slots and self.sampling is None:
-            yield from self._search_slots(values, splits, lengths, n_best, one, on_batch, align)
-            return
+            results = self._search_slots(values, splits, lengths, n_best, one, on_batch, align)
+            if self.guard:
+                self._guard(sentences, lengths, results, n_best, aligned, (), padded, align)
+            return results
         batches = []
         for group in ([i for i in range(len(sentences)) if i not in bound], sorted(bound)):
             group = np.array(group, dtype=np.int64)
@@ -689,7 +776,160 @@ class Translator:
                 f"{', '.join(repr(term) for term in missing) or 'every term'} of "
                 f"{glossary.name} (the output limit came first); its best is given as it is"),
                 stacklevel=3)
-        yield from results
+        if self.guard and self.sampling is None:
+            self._guard(sentences, lengths, results, n_best, aligned, bound, padded, align)
+        return results
+
+    def _guard(self, sentences, lengths, results, n_best, aligned, bound, padded, align):
+        """The guard (see the class docstring) over a window's `results`, in
+        place (`_mended`): the sentences in `bound` (a glossary's) are left
+        as they are; `padded(rows)` gives the search's sources, `align` as
+        in `_collect`."""
+        rows = [i for i in range(len(results)) if i not in bound and lengths[i]]
+        mended = self._mended([sentences[i] for i in rows], [padded([i])[0] for i in rows],
+                              [results[i] for i in rows], n_best, aligned,
+                              align and [functools.partial(align, i) for i in rows])
+        for i, result in zip(rows, mended):
+            results[i] = result
+
+    def _mended(self, sentences, sources, results, n_best, aligned, aligners=None):
+        """`results` (as `translate` gives them) of `sentences` (their ids as
+        the search reads them, `sources`, a row each), with each one whose
+        best translation loops or runs away (`trust.loop_of`,
+        `trust.ran_away`) searched again (apart from the others, the
+        flagged ones together) with every pair of tokens banned from
+        repeating (`GUARD_NGRAM`), and replaced by that try where it does
+        neither. Where it still does, the translation is cut before its
+        loop, and its flags are kept for `assess` (the cut text no longer
+        shows them). `aligners`: for aligned results, each sentence's
+        `align(translation, tokens, attended)`."""
+        results = list(results)
+        counts = [int(np.sum((source != self.tokenizer.pad_id) & (source != self.tokenizer.eos_id)))
+                  for source in sources]
+        loops = {k: loop for k, result in enumerate(results)
+                 if (loop := self._runaway(sentences[k], _best_text(result, aligned),
+                                           counts[k])) is not False}
+        # The flagged sentences in `in_flight` batches of like lengths,
+        # searched at once as a window's batches are.
+        flagged = sorted(loops, key=lambda k: -counts[k])
+        batches = [flagged[part::self.in_flight]
+                   for part in range(min(self.in_flight, len(flagged)))]
+        with concurrent.futures.ThreadPoolExecutor(max(len(batches), 1)) as threads:
+            tried = list(threads.map(lambda batch: self._retried(
+                batch, sources, n_best, aligned, aligners), batches))
+        for batch, found in zip(batches, tried):
+            for k, each in zip(batch, found):
+                best = (each[0] if aligned else each)[0][0]
+                if self._runaway(sentences[k], best, counts[k]) is False:
+                    results[k] = _as_asked(each, n_best, aligned)
+                    del loops[k]
+        for k, loop in loops.items():  # the try loops or runs away too
+            best = _best_text(results[k], aligned)
+            flags = self._guarded_flags(sentences[k], best, counts[k])
+            if loop is not None:
+                results[k] = _cut(results[k], trust.cut_before_loop(best, loop), aligned)
+            with self._lock:
+                self._stuck[sentences[k], _best_text(results[k], aligned)] = flags
+                while len(self._stuck) > KEPT_FLAGS:
+                    self._stuck.popitem(last=False)
+        return results
+
+    def _retried(self, batch, sources, n_best, aligned, aligners):
+        """The results (lists of `(translation, score)`, with `aligned` each
+        with its alignment) of the sentences `batch` (indexes of `sources`)
+        searched with the n-grams of `GUARD_NGRAM` tokens banned from
+        repeating."""
+        search = (self._translate_aligned if aligned else self._translate
+                  if (n_best or 1) == 1 or self.beam_size == 1 else self._translate_n_best)
+        searched = search(pad_sources([sources[k] for k in batch], self.tokenizer.pad_id),
+                          np.zeros(len(batch), bool), tf.constant(0, tf.int64),
+                          tf.constant(self.alpha, tf.float32), self._output_weights,
+                          tf.constant(GUARD_NGRAM, tf.int32))
+        found = [None] * len(batch)
+        self._collect([(np.arange(len(batch)), searched, False)], found, n_best or 1, None,
+                      aligners and (lambda row, *kept: aligners[batch[row]](*kept)))
+        return found
+
+    def _runaway(self, sentence, translation, source_tokens):
+        """False where `translation` of `sentence` (of `source_tokens`
+        tokens) neither loops nor runs away (`trust.GUARDED`); else its
+        `trust.Loop`, or None where it runs away without one."""
+        loop = trust.loop_of(sentence, translation)
+        if loop is None and not self._ran_away(translation, source_tokens):
+            return False
+        return loop
+
+    def _ran_away(self, translation, source_tokens):
+        """`trust.ran_away` of `translation` (its tokens counted by the
+        target vocabulary) for a source of `source_tokens` tokens, whose
+        output limit the search's settings give."""
+        limit = min(source_tokens + self.decode_margin, self.model.config.max_length)
+        return trust.ran_away(source_tokens, len(self.tokenizer.vocabulary.encode_target(
+            translation)), limit)
+
+    def _guarded_flags(self, sentence, translation, source_tokens):
+        """Which of `trust.GUARDED` `translation` of `sentence` (of
+        `source_tokens` tokens) carries, a set."""
+        return ({"repetition"} if trust.loop_of(sentence, translation) is not None else set()) \
+            | ({"runaway"} if self._ran_away(translation, source_tokens) else set())
+
+    def assess(self, sources, translations):
+        """A `trust.Quality` of each translation (str) of `sources` (str): its
+        confidence (by `calibrator`; None without one, as
+        `calibration_note` says) and flags, from the model's signals read
+        in teacher-forced passes over batches of similar lengths
+        (`decoding.quality`; `untranslated` where `detect` and the
+        `source_language` are known). A blank source gets confidence None
+        and no flags."""
+        sources = [clean_text(text) for text in sources]
+        translations = [clean_text(text) for text in translations]
+        if not sources:
+            return []
+        config, vocabulary = self.model.config, self.tokenizer.vocabulary
+        source_rows = [vocabulary.encode(text)[:config.max_source_tokens] for text in sources]
+        target_rows = [vocabulary.encode_target(text)[:config.max_length - 1]
+                       for text in translations]
+        features = np.zeros((len(sources), len(quality.SIGNALS)))
+        received = [None] * len(sources)
+        lengths = [max(len(source), len(target)) + 1
+                   for source, target in zip(source_rows, target_rows)]
+        alpha = tf.constant(self.alpha if self.calibrator is None else self.calibrator.alpha,
+                            tf.float32)
+
+        def read(batch):
+            found, attention = self._signals(
+                pad_sources([source_rows[i] + [config.eos_id] for i in batch], config.pad_id),
+                pad_sources([target_rows[i] + [config.eos_id] for i in batch], config.pad_id),
+                tf.constant([sources[i] for i in batch]),
+                tf.constant([translations[i] for i in batch]), alpha)
+            features[batch] = found.numpy()
+            for row, i in enumerate(batch):
+                received[i] = attention.numpy()[row, :len(source_rows[i])]
+
+        # In flight as the searches are: each pass's operations get their
+        # share of the cores (`batch_defaults.share_cores`).
+        with concurrent.futures.ThreadPoolExecutor(self.in_flight) as threads:
+            list(threads.map(read, length_batches(lengths, self.batch_tokens)))
+        confidence = (self.calibrator.confidence(features) if self.calibrator is not None
+                      else [None] * len(sources))
+        assessed = []
+        for i, (source, translation) in enumerate(zip(sources, translations)):
+            if not source_rows[i]:
+                assessed.append(trust.Quality(None))
+                continue
+            limit = min(len(source_rows[i]) + self.decode_margin, config.max_length)
+            flags = trust.text_flags(source, translation, len(source_rows[i]),
+                                     len(target_rows[i]), limit, self.source_language,
+                                     self.detect)
+            with self._lock:
+                flags |= self._stuck.get((source, translation), set())
+            if trust.omitted_words(source, self.tokenizer.pieces(source_rows[i]), received[i],
+                                   len(target_rows[i]) + 1):
+                flags.add("omission")
+            assessed.append(trust.Quality(
+                None if confidence[i] is None else float(confidence[i]), trust.ordered(flags),
+                dict(zip(quality.SIGNALS, features[i].tolist()))))
+        return assessed
 
     def _constraints(self, sentences, start, glossary):
         """`{index: (terms, ids, alternatives)}` of the sentences of a window
@@ -914,13 +1154,21 @@ class SlotTranslator:
         searched = _hypotheses([(kept[-1], scores) for _, _, scores, _, *kept in ended],
                                [not source_ids for _, _, source_ids in sources])
         results, sentences = [], []
+        translator = self.translator
         for (key, tokens, _, _, *kept), (sentence, cleaned, source_ids), hypotheses in zip(
                 ended, sources, searched):
             sentences.append(sentence)
-            alignment = self.translator._kept_alignment(
-                cleaned, source_ids, hypotheses[0][0], tokens[0], kept[0][0]) \
-                if self.aligned else None
-            results.append((key, hypotheses[:self.n_best], alignment))
+            align = (lambda _, translation, tokens, attended, cleaned=cleaned, ids=source_ids:
+                     translator._kept_alignment(cleaned, ids, translation, tokens, attended))
+            result = hypotheses[:self.n_best]
+            if self.aligned:
+                result = (result, align(0, hypotheses[0][0], tokens[0], kept[0][0]))
+            if translator.guard and source_ids:
+                result, = translator._mended(
+                    [cleaned], [np.array(source_ids + [translator.tokenizer.eos_id], np.int32)],
+                    [result], self.n_best, self.aligned,
+                    [functools.partial(align, 0)] if self.aligned else None)
+            results.append((key, *(result if self.aligned else (result, None))))
         if self.on_aligned is not None:
             self.on_aligned(sentences, [(hypotheses, alignment)
                                         for _, hypotheses, alignment in results])
@@ -935,6 +1183,32 @@ class SlotTranslator:
         for key in keys:
             del self._sources[key]
         return keys
+
+
+def _best_text(result, aligned):
+    """The best translation of a result of `Translator.translate` (a string,
+    or a list of `(translation, score)`; with `aligned`, the first of a
+    pair)."""
+    result = result[0] if aligned else result
+    return result if isinstance(result, str) else result[0][0]
+
+
+def _as_asked(found, n_best, aligned):
+    """A result found as a list of `(translation, score)` (with `aligned`,
+    the first of a pair), as `translate` gives it for `n_best`."""
+    if aligned:
+        return _as_asked(found[0], n_best, False), found[1]
+    return found[:n_best] if n_best else found[0][0]
+
+
+def _cut(result, text, aligned):
+    """A result whose best translation is cut to `text` (a start of it): its
+    score kept, the alignment's pairs past the cut left out."""
+    if aligned:
+        result, alignment = result
+        return _cut(result, text, False), Alignment(tuple(
+            pair for pair in alignment.pairs if pair[1] <= len(text)))
+    return text if isinstance(result, str) else [(text, result[0][1])] + result[1:]
 
 
 def _hypotheses(searched, blank):

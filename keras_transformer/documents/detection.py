@@ -57,6 +57,13 @@ class Detector:
                  for value in values if value.value > 0 and value.language in self._languages]
         return found[:candidates] or [dict(NONE)]
 
+    def language(self, text):
+        """The code of `text`'s most likely language among `codes`, or None
+        where none is found in it (what flags an `untranslated`
+        translation: `trust.text_flags`)."""
+        found = self.detect(text, candidates=1)[0]
+        return found["language"] if found["confidence"] > 0 else None
+
     def detect_many(self, texts, candidates=3):
         """Languages of several texts taken together, as LibreTranslate's
         `/detect` answers a list: each language's confidence averaged over

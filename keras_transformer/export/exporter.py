@@ -15,9 +15,18 @@ and leaves any earlier export untouched.
 weights as int8: each is first written and checked in float32, then
 quantized and checked to load and translate, and how often it agrees with
 float32 goes into the report. LiteRT may also store float16.
+
+The run's calibrator (`trust.CALIBRATION_FILE`) goes with the export where
+it was fitted for the exported model: the keras runtime reads it there, and
+the text SavedModel's `translate` gives its confidence. Where the run has
+none, or one fitted for other weights, the export says so in its report
+and warns in one line.
 """
 
-from keras_transformer import names, run_folder
+import warnings
+
+from keras_transformer import names, run_folder, trust
+from keras_transformer.decoding import quality
 from keras_transformer.export.checks import Checks
 from keras_transformer.export.ctranslate2_model import CTranslate2Format
 from keras_transformer.export.formats import KerasFormat
@@ -76,16 +85,32 @@ def export_run(run_dir, output_dir, formats=names.DEFAULT_FORMATS, model_file=No
     model, tokenizer = load_for_export(run_dir, model_file, checkpoint)
     for format in chosen:
         format.check_exportable(model, tokenizer)
+    calibrator, calibration = export_calibrator(run_dir, model)
     with replace_folder(output_dir, prefix=".export-") as scratch:
         tokenizer.save(scratch)
+        if calibrator is not None:
+            calibrator.save(scratch)
         checks = Checks.for_model(model, tokenizer, quantization, precision,
-                                  ServingModules(model, tokenizer))
+                                  ServingModules(model, tokenizer, calibrator))
         report = {"config": model.config.to_dict(), "quantization": quantization,
                   "formats": {format.name: format.write_and_check(checks, scratch)
                               for format in chosen},
-                  "languages": run_folder.languages(run_dir)}
+                  "languages": run_folder.languages(run_dir), "confidence": calibration}
         run_folder.write_export_report(scratch, report)
     return report
+
+
+def export_calibrator(run_dir, model):
+    """The run's calibrator where it was fitted for `model` (float32), else
+    None with a one-line warning; and what the report says of it."""
+    calibrator = trust.Calibrator.load(run_dir, signals=quality.SIGNALS)
+    if calibrator is not None and calibrator.model_digest == quality.model_digest(model):
+        return calibrator, f"calibrated ({trust.CALIBRATION_FILE})"
+    why = ("its calibrator was fitted for other weights" if calibrator is not None
+           else "it has no calibrator")
+    warnings.warn(f"{run_dir}: {why}, so the export gives no confidence (NaN); run "
+                  f"keras-transformer calibrate {run_dir} first to include one.", stacklevel=3)
+    return None, f"none: {why}"
 
 
 def _chosen_formats(formats, quantization, precision):

@@ -29,7 +29,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.decoding import Sampling, beam_search, constraints, translate_text
+from keras_transformer.data.tokenizer import clean_texts, encode_sources
+from keras_transformer.decoding import Sampling, beam_search, constraints, quality, translate_text
+from keras_transformer.decoding.translator import translate_ids
 from keras_transformer.export.checks import CHECK_SENTENCES, agreement, require
 from keras_transformer.export.formats import ExportFormat
 from keras_transformer.export.traced import graph_function
@@ -50,12 +52,15 @@ class ServingModule(tf.Module):
         model: a `Transformer`.
         tokenizer: its tokenizer (one whose `in_graph` is True); `None` for
             a core-ops-only module.
+        calibrator: the model's `trust.Calibrator`, whose confidence
+            `translate` gives; None: NaN.
     """
 
-    def __init__(self, model, tokenizer=None):
+    def __init__(self, model, tokenizer=None, calibrator=None):
         super().__init__(name="keras_transformer")
         self.model = model
         self.tokenizer = tokenizer
+        self.calibrator = calibrator
         config = model.config
         self.defaults = (config.beam_size, float(config.length_penalty), config.decode_margin)
         self.search_ids = graph_function(self._search_ids, [_IDS, _INT, _FLOAT, _INT])
@@ -82,9 +87,15 @@ class ServingModule(tf.Module):
         return {"encoder_output": self.model.encode(source_ids)}
 
     def _translate(self, text, beam_size, alpha, decode_margin):
-        translations, scores = translate_text(self.model, self.tokenizer, text, beam_size, alpha,
-                                              decode_margin)
-        return {"translations": translations, "scores": scores}
+        source_ids, blank = encode_sources(self.tokenizer, text, self.model.config.max_source_tokens)
+        translations, scores, _ = translate_ids(self.model, self.tokenizer, source_ids, blank,
+                                                beam_size, alpha, decode_margin)
+        confidence = tf.fill([tf.shape(text)[0]], np.float32(np.nan))
+        if self.calibrator is not None:
+            confidence = tf.where(blank, confidence, quality.confidence_in_graph(
+                self.model, self.tokenizer, self.calibrator, source_ids, clean_texts(text),
+                translations[:, 0]))
+        return {"translations": translations, "scores": scores, "confidence": confidence}
 
     def _translate_constrained(self, text, phrases, owner, beam_size, alpha, decode_margin):
         translations, scores, met = translate_text(
@@ -104,11 +115,12 @@ class ServingModule(tf.Module):
         outputs = self.translate(text, *self.defaults)
         return {"translations": outputs["translations"][:, 0], "scores": outputs["scores"][:, 0]}
 
-    def with_text(self, tokenizer):
-        """A text module (`tokenizer`'s) on this module's model that shares
-        this module's id functions, traces included: an export writes a
-        SavedModel of each, and tracing a beam search takes seconds."""
-        module = ServingModule(self.model, tokenizer)
+    def with_text(self, tokenizer, calibrator=None):
+        """A text module (`tokenizer`'s, with `calibrator`) on this module's
+        model that shares this module's id functions, traces included: an
+        export writes a SavedModel of each, and tracing a beam search takes
+        seconds."""
+        module = ServingModule(self.model, tokenizer, calibrator)
         module.search_ids, module.logits, module.encode = self.search_ids, self.logits, self.encode
         return module
 
@@ -155,10 +167,10 @@ def signature_names(text):
         if text else core
 
 
-def save(model, path, tokenizer=None):
+def save(model, path, tokenizer=None, calibrator=None):
     """Writes a SavedModel of `model` (with text signatures if a tokenizer is
-    given) to `path`."""
-    return ServingModule(model, tokenizer).save(path)
+    given; `calibrator`: see `ServingModule`) to `path`."""
+    return ServingModule(model, tokenizer, calibrator).save(path)
 
 
 class ServingModules:
@@ -167,8 +179,9 @@ class ServingModules:
     share them, and with them their traces: each function is traced once per
     export (tracing a beam search takes seconds)."""
 
-    def __init__(self, model, tokenizer):
+    def __init__(self, model, tokenizer, calibrator=None):
         self.tokenizer, self._model, self._modules = tokenizer, model, {}
+        self.calibrator = calibrator
 
     def get(self, precision="float32", text=True):
         """The module decoding in `precision`, with the text functions
@@ -177,7 +190,8 @@ class ServingModules:
         key = (precision, text)
         if key not in self._modules:
             if text:
-                module = self.get(precision, text=False).with_text(self.tokenizer)
+                module = self.get(precision, text=False).with_text(self.tokenizer,
+                                                                   self.calibrator)
             else:
                 module = ServingModule(in_precision(self._model, precision))
             self._modules[key] = module

@@ -21,7 +21,7 @@ import zlib
 
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult
 
-from keras_transformer import run_folder
+from keras_transformer import run_folder, trust
 from keras_transformer.glossary import Glossary, GlossaryError
 from keras_transformer.documents import TextDocument
 from keras_transformer.batch_defaults import DEFAULT_IN_FLIGHT
@@ -39,7 +39,9 @@ def batch_seed(seed, batch):
 
 class ExportModelHandler(ModelHandler):
     """Translates batches of `Line`s (any objects with `text`) with an export
-    or a run folder; each result's inference is the translation (str).
+    or a run folder; each result's inference is the translation (str) and
+    how far to trust it (a `trust.Quality`: `Runtime.assess` of its
+    sentences, `trust.combined`).
 
     Batches come from upstream (`SortAndBatchElements` in
     `translate_corpus`): use it with `RunInference(handler.
@@ -107,12 +109,17 @@ class ExportModelHandler(ModelHandler):
         read = [TextDocument(line.text if line.text.strip() else "", self.language, self.split)
                 for line in batch]
         options = {"glossary": self._glossary} if self._glossary is not None else {}
-        results = iter(model.translate([sentence for document in read
-                                        for sentence in document.sentences], seed=seed,
-                                       **options))
-        return [PredictionResult(line, document.render([next(results)[0][0]
-                                                        for _ in document.sentences]))
-                for line, document in zip(batch, read)]
+        sentences = [sentence for document in read for sentence in document.sentences]
+        translations = [found[0][0] for found in model.translate(sentences, seed=seed,
+                                                                 **options)]
+        assessed = iter(zip(translations, model.assess(sentences, translations)))
+        results = []
+        for line, document in zip(batch, read):
+            mine = [next(assessed) for _ in document.sentences]
+            results.append(PredictionResult(line, (
+                document.render([translation for translation, _ in mine]),
+                trust.combined([quality for _, quality in mine]))))
+        return results
 
     def get_num_bytes(self, batch):
         return sum(len(line.text) for line in batch)

@@ -11,7 +11,9 @@ translate.py's budget by default, and at most `batch_size` sentences, as
 CTranslate2 and translate.py batch; the SavedModel runtime's batches hold
 two searches, run at once)
 -> `RunInference` with `ExportModelHandler` -> JSON-lines shards of
-`{"file", "line", "translation"}`, and optionally a parallel corpus
+`{"file", "line", "translation", "confidence", "flags"}` (how far to trust
+each line's translation, as `translate --format jsonl` writes it), and
+optionally a parallel corpus
 `corpus/train.tsv` of `translation TAB source` lines (blank lines left out,
 in no particular order), which `train.py` and `prepare_data.py` read as a
 local corpus folder (add a validation.tsv beside it). `translate_corpus.json`
@@ -96,15 +98,15 @@ class _ReadLines(beam.DoFn):
 
 
 def _record(result, files):
-    line = result.example
-    return json.dumps({"file": files[line.file], "line": line.number,
-                       "translation": result.inference}, ensure_ascii=False)
+    line, (translation, quality) = result.example, result.inference
+    return json.dumps({"file": files[line.file], "line": line.number, "translation": translation}
+                      | quality.as_dict(), ensure_ascii=False)
 
 
 def _corpus_lines(result):
     source = result.example.text
     if source.strip():
-        yield result.inference.replace("\t", " ") + "\t" + source
+        yield result.inference[0].replace("\t", " ") + "\t" + source
 
 
 def _write_manifest(_, folder, manifest, lines, notes, outputs):

@@ -13,7 +13,7 @@ import dataclasses
 import importlib
 import os
 
-from keras_transformer import documents, run_folder
+from keras_transformer import documents, run_folder, trust
 from keras_transformer.batch_defaults import DEFAULT_IN_FLIGHT, default_batch_tokens, length_batches
 from keras_transformer.documents.alignment import proportional
 from keras_transformer.glossary import GlossaryError
@@ -36,7 +36,8 @@ class Decoding:
     output length margin (`None` takes the model's default); or, with
     `sampling_topk` set, drawing each translation from the model's
     distribution (`decoding.Sampling`: 0 for all tokens, k for the k most
-    likely), with a temperature and a seed."""
+    likely), with a temperature and a seed; `guard`: translations that loop
+    or run away searched again (the keras runtime's `Translator`)."""
 
     beam_size: int | None = None
     alpha: float | None = None
@@ -44,6 +45,7 @@ class Decoding:
     sampling_topk: int | None = None
     sampling_temperature: float = 1.0
     seed: int = 0
+    guard: bool = True
 
     @property
     def sampling(self):
@@ -158,12 +160,20 @@ class Runtime:
         takes_glossary: whether `translate` obeys a glossary (the keras
             runtime's search; the exports' engines run their own).
         slots: see `open_runtime`.
+        detect: text -> a language code (`documents.detection.Detector`),
+            by which `assess` flags translations left in the source
+            language; None: that flag is not checked.
+        quality_note: why `assess` gives no confidence here, or None where
+            it does.
     """
 
     name = None
     aligns = False
     takes_glossary = False
     slots = None
+    detect = None
+    quality_note = ("its engine gives no signals of the model: confidence is null, flags are "
+                    "read from the text (the keras runtime gives both)")
 
     def __init__(self, path, decoding, threads=None, in_flight=1):
         self.path = path
@@ -230,6 +240,24 @@ class Runtime:
         `aligns`)."""
         return [proportional(source, translation)
                 for source, translation in zip(sources, translations)]
+
+    def assess(self, sentences, translations):
+        """A `trust.Quality` of each translation (str) of `sentences`: here
+        the flags read from the texts and their token counts
+        (`trust.text_flags`: all but `omission`), confidence None (see
+        `quality_note`); the keras runtime reads the model's signals. A
+        blank sentence gets no flags."""
+        found = []
+        for sentence, translation in zip(cleaned(sentences), translations):
+            if not sentence.strip():
+                found.append(trust.Quality(None))
+                continue
+            source = min(len(self.tokenizer.encode(sentence)), self.max_source_tokens)
+            limit = min(source + self.decoding.decode_margin, self.config["max_length"])
+            found.append(trust.Quality(None, trust.ordered(trust.text_flags(
+                sentence, translation, source, len(self.tokenizer.encode_target(translation)),
+                limit, (self.languages or (None,))[0], self.detect))))
+        return found
 
     def translate_documents(self, texts, format="text", split=True, language=None,
                             glossary=None):

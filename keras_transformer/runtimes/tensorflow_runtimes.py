@@ -3,7 +3,10 @@ Keras model through the `Translator`, and an export's text SavedModel.
 Imported when one of them is opened (`runtime.open_runtime`)."""
 
 import collections
+import dataclasses
 import threading
+
+import numpy as np
 
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops; tensorflow/text#315)
@@ -35,7 +38,8 @@ class KerasRuntime(Runtime):
             if decoding.sampling else None
         self.translator = Translator.from_directory(
             path, beam_size=decoding.beam_size, alpha=decoding.alpha,
-            decode_margin=decoding.decode_margin, in_flight=in_flight, sampling=sampling)
+            decode_margin=decoding.decode_margin, in_flight=in_flight, sampling=sampling,
+            guard=decoding.guard)
         self._kept = collections.OrderedDict()  # (source, translation) -> Alignment
         self._lock = threading.Lock()
 
@@ -93,6 +97,24 @@ class KerasRuntime(Runtime):
         return SlotTranslator(self.translator, self.slots, n_best, aligned=n_best == 1,
                               on_aligned=self._keep if n_best == 1 else None)
 
+    @property
+    def quality_note(self):
+        return self.translator.calibration_note and (
+            f"its confidence is null: {self.translator.calibration_note}")
+
+    @property
+    def detect(self):
+        return self.translator.detect
+
+    @detect.setter
+    def detect(self, detect):
+        self.translator.detect = detect
+
+    def assess(self, sentences, translations):
+        """The `Translator`'s `assess`: confidence and every flag, from the
+        model's signals."""
+        return self.translator.assess(cleaned(sentences), list(translations))
+
     def align(self, sources, translations):
         sources, translations = list(sources), list(translations)
         with self._lock:
@@ -107,9 +129,15 @@ class KerasRuntime(Runtime):
 
 class SavedModelRuntime(Runtime):
     """An export's text SavedModel: its `translate` signature (tf-text's
-    SentencePiece and the beam search in the graph), or `sample`."""
+    SentencePiece and the beam search in the graph), or `sample`.
+
+    The `translate` signature gives each best translation's confidence where
+    the export holds a calibrator (`export.exporter`); the runtime keeps
+    those of its last `KEPT` translations for `assess`, which reads the
+    flags from the texts."""
 
     name = "saved_model"
+    KEPT = 4096
 
     def __init__(self, path, decoding, threads=None, in_flight=1):
         super().__init__(path, decoding, threads, in_flight)
@@ -118,6 +146,23 @@ class SavedModelRuntime(Runtime):
         if decoding.sampling and "sample" not in self.model.signatures:
             raise ValueError(f"{folder} has no sample signature (exported before it existed); "
                              "export the run again to sample with it.")
+        self._confidence = collections.OrderedDict()  # (sentence, translation) -> confidence
+        self._lock = threading.Lock()
+        outputs = self.model.signatures["translate"].structured_outputs
+        self.quality_note = None if "confidence" in outputs and run_folder.export_report(
+            path).get("confidence", "").startswith("calibrated") else (
+            "its confidence is null: the export holds no calibrator (keras-transformer calibrate "
+            "the run, then export it again)")
+
+    def assess(self, sentences, translations):
+        """The flags read from the texts, and the confidence the `translate`
+        signature gave where it translated the sentence into that
+        translation lately (else None)."""
+        found = super().assess(sentences, translations)
+        with self._lock:
+            kept = [self._confidence.get(pair) for pair in zip(cleaned(sentences), translations)]
+        return [dataclasses.replace(quality, confidence=confidence)
+                for quality, confidence in zip(found, kept)]
 
     def _translate(self, sentences, n_best, seed):
         return self._in_parts(sentences, lambda part: self._search(part, n_best, seed))
@@ -136,7 +181,17 @@ class SavedModelRuntime(Runtime):
         outputs = self.model.signatures["translate"](
             text=text, beam_size=tf.constant(settings.beam_size, tf.int32),
             alpha=tf.constant(settings.alpha, tf.float32), decode_margin=margin)
-        return [[(t.decode("utf-8", errors="replace"), float(s)) for t, s in zip(texts, scores)]
-                [:n_best] for texts, scores in zip(outputs["translations"].numpy(),
-                                                    outputs["scores"].numpy())]
+        found = [[(t.decode("utf-8", errors="replace"), float(s)) for t, s in zip(texts, scores)]
+                 [:n_best] for texts, scores in zip(outputs["translations"].numpy(),
+                                                     outputs["scores"].numpy())]
+        if self.quality_note is None:
+            with self._lock:
+                for sentence, hypotheses, confidence in zip(
+                        cleaned(sentences), found, outputs["confidence"].numpy()):
+                    if np.isfinite(confidence):
+                        self._confidence[sentence, hypotheses[0][0]] = float(confidence)
+                        self._confidence.move_to_end((sentence, hypotheses[0][0]))
+                while len(self._confidence) > self.KEPT:
+                    self._confidence.popitem(last=False)
+        return found
 

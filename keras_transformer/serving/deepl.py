@@ -298,7 +298,7 @@ class DeeplApi:
         if source is not None:
             self.service.route(source, target)
         self._charge(key, sum(len(text) for text in texts))
-        translations, _, detections = await self.service.translate_texts(
+        translations, _, detections, _ = await self.service.translate_texts(
             texts, source or "auto", target, tag_handling or "text", 1, glossary, reading)
         return JSONResponse({"translations": [
             {"detected_source_language": (source or (detection or {}).get("language")

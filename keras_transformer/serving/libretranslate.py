@@ -9,7 +9,10 @@ against LibreTranslate itself (tests/serving/test_against_libretranslate.py).
                            to n next best translations (text; [] for html);
                            "source": "auto" detects each text's language and
                            says which in "detectedLanguage"; "glossary": a
-                           served glossary's name, or its entries (ours)
+                           served glossary's name, or its entries (ours);
+                           "quality": true adds each translation's
+                           "confidence" (0-1, or null) and "flags" (ours:
+                           docs/trust.md)
     POST /detect           {"q": "Guten Morgen!"} -> [{"language": "de",
                            "confidence": 97.0}, ...]
     POST /translate_file   multipart: file (.txt, .html, .docx), source,
@@ -103,6 +106,17 @@ def _required(fields, name):
 
 def _language(fields, name):
     return _required(fields, name).lower()
+
+
+def _quality(value):
+    """The `quality` field (ours: LibreTranslate has none): whether to give
+    each translation's confidence and flags. true or false, as JSON, a form
+    or a query string writes it."""
+    if value in (None, "", False, 0) or str(value).lower() in ("false", "0"):
+        return False
+    if value is True or value == 1 or str(value).lower() in ("true", "1"):
+        return True
+    raise Refused(400, "Invalid request: quality must be true or false")
 
 
 def _alternatives(value):
@@ -203,8 +217,9 @@ class LibreTranslateApi:
         n_best = 1 if text_format == "html" else min(alternatives,
                                                      self.service.most_alternatives) + 1
         glossary = self._glossary(fields.get("glossary"), source, target)
-        translations, others, detections = await self.service.translate_texts(
-            texts, source, target, text_format, n_best, glossary)
+        assess = _quality(fields.get("quality"))
+        translations, others, detections, qualities = await self.service.translate_texts(
+            texts, source, target, text_format, n_best, glossary, assess=assess)
         if is_list:  # a list of n texts costs n requests
             self.limits.spend(client, len(texts) - 1, key and key.req_limit)
         answer = {"translatedText": translations if is_list else translations[0]}
@@ -212,6 +227,11 @@ class LibreTranslateApi:
             answer["alternatives"] = others if is_list else others[0]
         if source == "auto":
             answer["detectedLanguage"] = detections if is_list else detections[0]
+        if assess:
+            found = [quality.as_dict() for quality in qualities]
+            answer["confidence"] = [each["confidence"] for each in found] if is_list \
+                else found[0]["confidence"]
+            answer["flags"] = [each["flags"] for each in found] if is_list else found[0]["flags"]
         self.service.metrics.latency.observe(time.monotonic() - started)
         return JSONResponse(answer)
 

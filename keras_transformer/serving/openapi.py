@@ -43,6 +43,7 @@ def document(settings):
     key = _field("api_key", "API key" + (" (required)" if settings.api_keys is not None
                                          and settings.keys_required else ""))
     q = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+    confidence = {"type": ["number", "null"], "minimum": 0, "maximum": 1}
     language = {"type": "object", "properties": {"confidence": {"type": "number"},
                                                  "language": {"type": "string"}}}
     limited = (400, 403, 429)
@@ -62,11 +63,16 @@ def document(settings):
                        "object of source: target, or [source, target] pairs (ours; needs a "
                        "given source)", {"oneOf": [{"type": "string"}, {"type": "object"},
                                                    {"type": "array"}]}),
+                _field("quality", "Add each translation's confidence and flags (ours; "
+                       "docs/trust.md)", {"type": "boolean", "default": False}),
                 key),
             "responses": _answers({"type": "object", "required": ["translatedText"],
                                    "properties": {
                                        "translatedText": q,
                                        "alternatives": {"type": "array", "items": {}},
+                                       "confidence": {"oneOf": [
+                                           confidence, {"type": "array", "items": confidence}]},
+                                       "flags": {"type": "array", "items": {}},
                                        "detectedLanguage": {"oneOf": [
                                            language, {"type": "array", "items": language}]}}},
                                   "Translation", *limited, 413, 414, 503)}},

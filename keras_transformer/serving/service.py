@@ -15,7 +15,7 @@ import tempfile
 import unicodedata
 import uuid
 
-from keras_transformer import documents
+from keras_transformer import documents, trust
 from keras_transformer.batch_defaults import default_batch_tokens
 from keras_transformer.documents.alignment import compose
 from keras_transformer.documents.detection import NONE, Detector
@@ -95,6 +95,8 @@ class Service:
         for name, batcher in self.batchers.items():
             batcher.observe = self.metrics.observer(name)
         self.detector = Detector(self.routes.sources)
+        for model in settings.models:  # what flags a translation left in its source language
+            model.runtime.detect = self.detector.language
         self.files_dir = settings.files_dir or tempfile.mkdtemp(prefix="keras-transformer-files-")
         self.most_alternatives = max(min(model.runtime.decoding.beam_size
                                          for model in settings.models) - 1, 0)
@@ -214,23 +216,44 @@ class Service:
                 compose(first, second) for first, second in zip(alignments, hop)]
         return dict(zip(marked, alignments or ()))
 
-    async def translate_documents(self, route, read, n_best=1, glossary=None):
+    async def _assess(self, hops, sentences):
+        """The `trust.Quality` of each sentence's final translation along the
+        `hops` (`_translate_sentences`): each hop's model's (`Runtime.assess`),
+        the least confidence and the flags of any (`trust.combined`); None
+        for a sentence with nothing to translate."""
+        wanted = [index for index, sentence in enumerate(sentences) if translatable(sentence)]
+        found = [None] * len(sentences)
+        if not wanted or not hops:
+            return found
+        each_hop = [await asyncio.to_thread(model.runtime.assess, [sources[i] for i in wanted],
+                                            [best[i] for i in wanted])
+                    for model, sources, best in hops]
+        for index, qualities in zip(wanted, zip(*each_hop)):
+            found[index] = trust.combined(qualities)
+        return found
+
+    async def translate_documents(self, route, read, n_best=1, glossary=None, assess=False):
         """Translates the documents `read` along `route`, obeying
-        `glossary`: their renderings, and for plain text the alternatives
-        of each (lists of str, the best's duplicates and blanks left out, as
-        LibreTranslate leaves them out)."""
+        `glossary`: their renderings, for plain text the alternatives of
+        each (lists of str, the best's duplicates and blanks left out, as
+        LibreTranslate leaves them out), and with `assess` the
+        `trust.Quality` of each (`trust.combined` of its sentences'; else
+        None)."""
         sentences = [sentence for document in read for sentence in document.sentences]
         if len(sentences) > self.settings.max_queue:
             raise Refused(413, f"{len(sentences)} sentences are more than this server queues "
                                f"({self.settings.max_queue}); send fewer at a time")
         hypotheses, hops = await self._translate_sentences(route, sentences, n_best, glossary)
+        assessed = await self._assess(hops, sentences) if assess else None
         marked = documents.marked_sentences(read)
         alignments = await self._align_marked(hops, marked) if marked and hops else {}
         rendered = documents.render_documents(read, [found[0][0] for found in hypotheses],
                                               alignments)
-        alternatives, at = [], 0
+        alternatives, qualities, at = [], [], 0
         for document, text in zip(read, rendered):
             mine = hypotheses[at:at + len(document.sentences)]
+            if assess:
+                qualities.append(trust.combined(assessed[at:at + len(document.sentences)]))
             at += len(document.sentences)
             others = [] if document.aligned else [
                 document.render([found[min(k, len(found) - 1)][0] for found in mine])
@@ -238,11 +261,11 @@ class Service:
             alternatives.append([other for index, other in enumerate(others)
                                  if other.strip() and other != text
                                  and other not in others[:index]])
-        return rendered, alternatives
+        return rendered, alternatives, qualities if assess else [None] * len(read)
 
     async def translate_texts(self, texts, source, target, text_format="text", n_best=1,
-                              glossary=None, reading=None):
-        """`(translations, alternatives, detections)` of `texts` (str each,
+                              glossary=None, reading=None, assess=False):
+        """`(translations, alternatives, detections, qualities)` of `texts` (str each,
         `text_format` one of `documents.FORMATS`) from `source` ("auto":
         each text's language detected) into `target`: each text read as a
         document, its sentences translated in their model's batches, and
@@ -251,7 +274,9 @@ class Service:
         to translate, and texts already in `target`, are answered as they
         are. `glossary` (with a given `source`, a pair one model
         translates: `glossary_route`) is obeyed. `reading` holds the
-        options of `documents.read_document` (`split`, `lines`, `markup`)."""
+        options of `documents.read_document` (`split`, `lines`, `markup`).
+        With `assess`, each text's `trust.Quality` (a text not translated:
+        confidence None, no flags); else None each."""
         found = [self.detect(text, text_format) if source == "auto" else (source, None)
                  for text in texts]
         groups = {}
@@ -268,18 +293,20 @@ class Service:
                                        "its source")
             self.route(language, target)
         translations, alternatives = list(texts), [[] for _ in texts]
+        qualities = [trust.Quality(None) if assess else None for _ in texts]
 
         async def translate_group(language, indexes):
             read = [documents.read_document(texts[i], language, text_format, **(reading or {}))
                     for i in indexes]
-            rendered, others = await self.translate_documents(
-                self.route(language, target), read, n_best, glossary)
+            rendered, others, assessed = await self.translate_documents(
+                self.route(language, target), read, n_best, glossary, assess)
             for slot, index in enumerate(indexes):
                 translations[index], alternatives[index] = rendered[slot], others[slot]
+                qualities[index] = assessed[slot] if assess else None
 
         await asyncio.gather(*(translate_group(language, indexes)
                                for language, indexes in groups.items()))
-        return translations, alternatives, [detection for _, detection in found]
+        return translations, alternatives, [detection for _, detection in found], qualities
 
     # ------------------------------------------------------------ files
 
@@ -299,7 +326,7 @@ class Service:
                                                          FILE_FORMATS[extension], source)
         except ValueError as error:  # a file that cannot be read: its one-line reason
             raise Refused(400, f"Invalid request: {' '.join(str(error).split())}") from None
-        rendered, _ = await self.translate_documents(self.route(language, target), [document],
+        rendered, _, _ = await self.translate_documents(self.route(language, target), [document],
                                                      glossary=glossary)
         output = rendered[0].encode("utf-8") if isinstance(rendered[0], str) else rendered[0]
         stored = f"{uuid.uuid4().hex}.{re.sub(r'[^A-Za-z0-9._-]', '_', name)}"

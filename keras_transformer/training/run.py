@@ -26,6 +26,7 @@ import keras
 import tensorflow as tf
 
 from keras_transformer import data, run_folder
+from keras_transformer.run_folder import RunOptions
 from keras_transformer.models import PRESETS, TransformerConfig, transformer
 from keras_transformer.vocabularies.sentencepiece_text import MODEL_FILE
 from keras_transformer.textfiles import check_output, clean_text
@@ -307,7 +308,30 @@ def _train_from(options, setup):
     if setup.chief:
         run_folder.write_report(options.output_dir, summary)
         print(f"Saved model.keras and averaged.keras in {options.output_dir}.")
+        if options.calibrate_sentences:
+            calibrate(options.output_dir, setup.corpus, backend.name, options.calibrate_sentences)
     return summary
+
+
+def calibrate(output_dir, corpus, backend, sentences=RunOptions.calibrate_sentences):
+    """Fits the calibrator of the run in `output_dir` on `sentences` whole
+    sentences of its `corpus`'s validation split
+    (`evaluation.calibrate_run`), or says in one line why it has none."""
+    from keras_transformer.evaluation import calibrate_run, select_pairs  # needs TensorFlow
+
+    if backend != "tensorflow":
+        print(f"No calibrator: translating runs on TensorFlow; run keras-transformer calibrate "
+              f"{output_dir} there.")
+        return
+    try:
+        pairs = select_pairs(corpus.pairs("validation").as_numpy_iterator(), limit=sentences,
+                             only_sentences=True)
+        report = calibrate_run(output_dir, pairs).report
+    except (ValueError, OSError, tf.errors.OpError) as error:
+        print(f"No calibrator: {str(error).splitlines()[0]}")
+        return
+    print(f"Fitted the run's calibrator on {report['sentences']} validation sentences "
+          f"(cross-validated AUROC {report['auroc']:.3f}).")
 
 
 def _compilation_report(first_updates):

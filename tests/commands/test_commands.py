@@ -21,6 +21,7 @@ import pytest
 from helpers import processes
 from helpers.bfloat16 import needs_bfloat16
 from helpers.commands import command, messages, process_command
+from keras_transformer import cpu_features
 from keras_transformer.decoding import Translator
 from keras_transformer.textfiles import TruncationWarning
 
@@ -101,16 +102,22 @@ def test_translate_reads_invalid_utf8_from_standard_input(small_run):
 def test_translate_decodes_float32_on_eigens_kernels(small_run, tmp_path, precision):
     """TensorFlow says at its import whether oneDNN's kernels are on
     (shown with --verbose): off for a float32 search, which Eigen's run
-    faster (`batch_defaults.decoding_kernels`), on for bfloat16."""
+    faster (`batch_defaults.decoding_kernels`); for bfloat16, TensorFlow's
+    own rule for this CPU (`cpu_features.onednn_enabled`: on only with the
+    neural-network features), whatever the CPU the test runs on; and as
+    TF_ENABLE_ONEDNN_OPTS says where the environment sets it (run the suite
+    with it unset, 0 and 1 to see all three)."""
     source = tmp_path / "in.de"
     source.write_text("Das Haus\n")
+    env = processes.environment()
     result = subprocess.run(
         [sys.executable, os.path.join(processes.ROOT, "examples/translate.py"), small_run,
          "--input", source, "--verbose"] + (["--precision", precision] if precision else []),
-        capture_output=True, text=True, timeout=300,
-        env={k: v for k, v in processes.environment().items() if k != "TF_ENABLE_ONEDNN_OPTS"})
+        capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert ("oneDNN custom operations are on" in result.stderr) == (precision is not None)
+    expected = (precision is not None or "TF_ENABLE_ONEDNN_OPTS" in env) and \
+        cpu_features.onednn_enabled(env)
+    assert ("oneDNN custom operations are on" in result.stderr) == expected
 
 
 @pytest.mark.slow
@@ -350,3 +357,98 @@ def test_corpus_commands_check_their_options_before_any_work(small_run, tmp_path
                    tmp_path / "bt"),
            f"{missing} is not a folder; give a training run, an imported model or an export")
     assert sorted(os.listdir(tmp_path)) == ["prepared"]
+
+
+def _calibrated_run(small_run, tmp_path):
+    """A copy of the small run with a calibrator of made-up weights for its
+    model (what `calibrate` would write), and its translator."""
+    import numpy as np
+
+    from keras_transformer import trust
+    from keras_transformer.decoding import quality
+
+    run = tmp_path / "calibrated"
+    shutil.copytree(small_run, run)
+    translator = Translator.from_directory(str(run))
+    count = len(quality.SIGNALS)
+    trust.Calibrator(quality.SIGNALS, np.zeros(count), np.ones(count),
+                     np.linspace(-1, 1, count), 30.0, 0.1, -3.0,
+                     quality.model_digest(translator.model), translator.alpha).save(run)
+    return run, Translator.from_directory(str(run))
+
+
+def test_translate_writes_a_json_line_of_translation_confidence_and_flags(small_run, tmp_path):
+    import json
+
+    run, translator = _calibrated_run(small_run, tmp_path)
+    lines = [GOOD[0], "", "🪨", f"{GOOD[0]} {GOOD[2]}", "!"]
+    source = tmp_path / "de.txt"
+    source.write_text("\n".join(lines) + "\n")
+    status, stdout, messages = command("examples/translate.py", run, "--input", source,
+                                       "--format", "jsonl")
+    assert status == 0 and messages == []
+    found = [json.loads(line) for line in stdout.decode().splitlines()]
+    assert [each["translation"] for each in found] == _expected(run, lines)
+    assert found[1] == {"translation": "", "confidence": None, "flags": []}
+    assessed = translator.assess([GOOD[0]], [found[0]["translation"]])[0]
+    assert found[0]["confidence"] == round(assessed.confidence, 3)
+    assert found[0]["flags"] == list(assessed.flags)
+    # A line of two sentences: the lesser confidence, the flags of either
+    # (each translated as the window's sentences are, together).
+    window = translator.translate([GOOD[0], "🪨", GOOD[0], GOOD[2], "!"])
+    both = translator.assess([GOOD[0], GOOD[2]], window[2:4])
+    assert found[3]["confidence"] == round(min(q.confidence for q in both), 3)
+    assert set(found[3]["flags"]) == {flag for q in both for flag in q.flags}
+    for each in found:
+        assert set(each) == {"translation", "confidence", "flags"}
+        assert set(each["flags"]) <= {"repetition", "runaway", "copy", "untranslated", "omission"}
+    # Without a calibrator: null, said once.
+    status, stdout, messages = command("examples/translate.py", small_run, "--input", source,
+                                       "--format", "jsonl")
+    assert status == 0 and len(messages) == 1 and "its confidence is null" in messages[0]
+    assert all(json.loads(line)["confidence"] is None for line in stdout.decode().splitlines())
+    status, _, _ = command("examples/translate.py", run, "--input", source, "--format", "jsonl",
+                           "--n-best", "2")
+    assert status == 2
+
+
+@pytest.mark.slow
+def test_calibrate_fits_the_runs_calibrator_on_files_and_refuses_too_few(small_run, tmp_path):
+    """Half the references are the model's own translations (good), half
+    another sentence's (most bad): the calibrator that `calibrate` writes,
+    which the run's translator reads, is calibrated: its mean confidence is
+    the share of good translations."""
+    import numpy as np
+
+    from helpers.small_run import WORDS
+    from keras_transformer import trust
+
+    run = tmp_path / "run"
+    shutil.copytree(small_run, run)
+    rng = np.random.default_rng(7)
+    sources = [" ".join(rng.choice(WORDS, size=rng.integers(2, 7))) + "." for _ in range(80)]
+    translations = Translator.from_directory(str(run)).translate(sources)
+    references = [t if i % 2 else translations[(i + 1) % 80] + " und so weiter"
+                  for i, t in enumerate(translations)]
+    (tmp_path / "dev.de").write_text("\n".join(sources) + "\n")
+    (tmp_path / "dev.en").write_text("\n".join(references) + "\n")
+    status, stdout, messages = command("examples/calibrate.py", run, "--source-file",
+                                       tmp_path / "dev.de", "--reference-file", tmp_path / "dev.en")
+    assert status == 0 and messages == [], messages
+    assert f"Wrote {run / trust.CALIBRATION_FILE}" in stdout.decode()
+    translator = Translator.from_directory(str(run))
+    assert translator.calibration_note is None
+    import sacrebleu
+
+    good = [sacrebleu.sentence_chrf(t, [r]).score >= trust.TARGET
+            for t, r in zip(translations, references)]
+    confidence = np.array([q.confidence for q in translator.assess(sources, translations)])
+    assert np.all((0 <= confidence) & (confidence <= 1))
+    assert abs(confidence.mean() - np.mean(good)) < 0.1
+    (tmp_path / "few.de").write_text("\n".join(sources[:20]) + "\n")
+    (tmp_path / "few.en").write_text("\n".join(references[:20]) + "\n")
+    _error(command("examples/calibrate.py", run, "--source-file", tmp_path / "few.de",
+                   "--reference-file", tmp_path / "few.en"), "at least 50 held-out sentences")
+    _error(command("examples/calibrate.py", tmp_path / "nothing"), "is not a folder")
+    status, _, _ = command("examples/calibrate.py", run, "--source-file", tmp_path / "dev.de")
+    assert status == 2

@@ -18,12 +18,13 @@ from keras_transformer.commands import COMMANDS, main
 from helpers import processes
 from helpers.processes import ROOT
 
-PLANNED = ["train", "translate", "evaluate", "export", "import", "average", "visualize", "demo",
-           "reverse-task", "prepare-data", "translate-corpus", "serve"]
+PLANNED = ["train", "translate", "evaluate", "calibrate", "export", "import", "average",
+           "visualize", "demo", "reverse-task", "prepare-data", "translate-corpus", "serve"]
 ECHO = {"echo": ("helpers.echo_command", "prints its words")}
 # The script of each command, and the command module holding its work.
 SCRIPTS = {"examples/train.py": "train", "examples/translate.py": "translate",
-           "examples/evaluate.py": "evaluate", "export/export_model.py": "export",
+           "examples/evaluate.py": "evaluate", "examples/calibrate.py": "calibrate",
+           "export/export_model.py": "export",
            "examples/import_pretrained.py": "import", "examples/average_checkpoints.py": "average",
            "examples/visualize_attention.py": "visualize", "examples/demo.py": "demo",
            "examples/reverse_task.py": "reverse-task", "examples/prepare_data.py": "prepare-data",
@@ -136,7 +137,7 @@ def test_translate_help_says_what_each_option_does_and_its_default(capsys):
     assert {"--input", "--output", "--beam-size", "--alpha", "--batch-size", "--n-best",
             "--overlong", "--precision"} <= set(described)
     for option, text in described.items():
-        if option in ("-h", "--overwrite", "--verbose", "--no-split"):  # flags: off unless given
+        if option in ("-h", "--overwrite", "--verbose", "--no-split", "--no-guard"):  # flags
             continue
         help = text.split(None, 2)[2]  # after the option and its value's name
         assert not help.startswith("(default") and re.search(r"\(?default: \S", help), text

@@ -523,7 +523,8 @@ def test_a_file_translates_as_one_batch_of_the_previous_search(translator, tmp_p
     path.write_text("".join(s + "\n" for s in SENTENCES * 4 + ["", SENTENCES[2] * 3]),
                     encoding="utf-8")
     lines = path.read_text(encoding="utf-8").splitlines()
-    fast = Translator(translator.model, translator.tokenizer, beam_size=beam_size, batch_tokens=20)
+    fast = Translator(translator.model, translator.tokenizer, beam_size=beam_size, batch_tokens=20,
+                      guard=False)
     with open(path, encoding="utf-8") as file:
         streamed = list(fast.translate_stream(line.rstrip("\n") for line in file))
     source_ids, blank = encode_sources(translator.tokenizer, tf.constant(lines), 15)
@@ -587,13 +588,13 @@ def test_overlong_inputs_are_truncated_or_refused(translator):
 
 @pytest.mark.parametrize("k", [1, 3, 8, 40])
 def test_blocked_top_k_equals_tf_top_k_ties_included(k):
-    from keras_transformer.decoding.search import _top_k
+    from keras_transformer.decoding.search import top_k
 
     rng = np.random.default_rng(k)
     for values in (rng.normal(size=(5, 9000)),                # distinct values, 18 blocks (padded)
                    rng.integers(0, 3, size=(5, 8192)) * 1.0,  # many ties
                    np.full((2, 8192), -1e9)):                 # everything banned
         values = tf.constant(values, tf.float32)
-        expected, got = tf.math.top_k(values, k), _top_k(values, tf.constant(k))
+        expected, got = tf.math.top_k(values, k), top_k(values, tf.constant(k))
         np.testing.assert_array_equal(got[0], expected.values)
         np.testing.assert_array_equal(got[1], expected.indices)

@@ -74,7 +74,8 @@ def test_killed_run_leaves_nothing_and_the_rerun_equals_translate_py(small_expor
     assert not output.exists()
 
     manifest = translate_corpus(small_export, str(folder / "*"), output, parallel_corpus=True)
-    translator = Translator.from_directory(str(small_run))
+    # The SavedModel searches without the Translator's guard.
+    translator = Translator.from_directory(str(small_run), guard=False)
     expected = _expected(translator, lines)
     assert read_translations(output) == expected
     # What was repaired or cut is named by file and line, as translate.py names it.
@@ -111,18 +112,46 @@ def test_two_worker_processes_with_ctranslate2_translate_as_its_translator(small
         assert got == {(path, n): t for path, file_lines in lines.items() for n, t in
                        enumerate(ctranslate2.translate(file_lines, beam_size=1), start=1)}
     # Greedy search gives our own search's tokens.
-    assert got == _expected(Translator.from_directory(str(small_run), beam_size=1), lines)
+    assert got == _expected(Translator.from_directory(str(small_run), beam_size=1, guard=False),
+                            lines)
 
 
 def test_a_run_folder_is_translated_by_its_translator(small_run, inputs, tmp_path):
-    # The keras runtime, the default for a run folder (no export needed).
+    """The keras runtime, the default for a run folder (no export needed):
+    the Translator's translations (its guard included), and each line's
+    confidence and flags as `translate --format jsonl` gives them."""
+    import json
+    import shutil
+
+    from keras_transformer import trust
+    from keras_transformer.decoding import quality
+
     folder, lines = inputs
-    manifest = translate_corpus(small_run, str(folder / "a.txt"), tmp_path / "run",
+    run = tmp_path / "calibrated"
+    shutil.copytree(small_run, run)
+    translator = Translator.from_directory(str(run), beam_size=2)
+    count = len(quality.SIGNALS)
+    trust.Calibrator(quality.SIGNALS, np.zeros(count), np.ones(count),
+                     np.linspace(-1, 1, count), 30.0, 0.1, -3.0,
+                     quality.model_digest(translator.model), translator.alpha).save(run)
+    manifest = translate_corpus(run, str(folder / "a.txt"), tmp_path / "run",
                                 decoding=Decoding(beam_size=2))
     assert manifest["runtime"] == "keras"
-    expected = _expected(Translator.from_directory(str(small_run), beam_size=2),
-                         {path: text for path, text in lines.items() if path.endswith("a.txt")})
+    translator = Translator.from_directory(str(run), beam_size=2)
+    only_a = {path: text for path, text in lines.items() if path.endswith("a.txt")}
+    expected = _expected(translator, only_a)
     assert read_translations(tmp_path / "run") == expected
+    records = [json.loads(line) for path in (tmp_path / "run").glob("translations*.jsonl")
+               for line in path.read_text(encoding="utf-8").splitlines()]
+    for record in records:
+        assert set(record) == {"file", "line", "translation", "confidence", "flags"}
+    # Lines of one sentence: what the Translator assesses.
+    sources = only_a[str(folder / "a.txt")]
+    single = [r for r in records if trust.words_of(sources[r["line"] - 1])[-1:] == ["."]
+              and sources[r["line"] - 1].count(".") == 1][:5]
+    assessed = translator.assess([sources[r["line"] - 1] for r in single],
+                                 [r["translation"] for r in single])
+    assert [r["confidence"] for r in single] == [round(q.confidence, 3) for q in assessed]
 
 
 def test_a_glossary_is_obeyed_as_the_translator_obeys_it(small_run, inputs, tmp_path):
@@ -192,7 +221,8 @@ def test_sampled_batches_are_reproducible_for_a_seed_and_their_lines(small_expor
     handler = ExportModelHandler(small_export, in_flight=1, split=False, decoding=Decoding(
         sampling_topk=0, sampling_temperature=3.0, seed=4))
     model = handler.load_model()
-    translate = lambda lines: [r.inference for r in handler.run_inference(lines, model)]  # noqa: E731
+    translate = lambda lines: [r.inference[0]  # noqa: E731
+                               for r in handler.run_inference(lines, model)]
     first = translate(batch)
     assert translate(batch) == first
     assert len(set(first[0::4])) > 1 and first[3::4] == [""] * 4  # each line its own draw
@@ -200,7 +230,7 @@ def test_sampled_batches_are_reproducible_for_a_seed_and_their_lines(small_expor
     assert translate(moved) != first
     other = ExportModelHandler(small_export, in_flight=1, split=False, decoding=Decoding(
         sampling_topk=0, sampling_temperature=3.0, seed=5))
-    assert [r.inference for r in other.run_inference(batch, model)] != first
+    assert [r.inference[0] for r in other.run_inference(batch, model)] != first
     outputs = model.model.signatures["sample"](
         text=tf.constant([s.encode("utf-8") for s in sentences * 4]), top_k=tf.constant(0),
         temperature=tf.constant(3.0), seed=tf.constant(batch_seed(4, batch)),
@@ -224,9 +254,10 @@ def test_a_batch_in_two_searches_at_once_translates_as_one_search(small_export, 
         handler = ExportModelHandler(small_export, in_flight=in_flight)
         results = handler.run_inference(batch, handler.load_model())
         assert [result.example for result in results] == batch
-        translations[in_flight] = [result.inference for result in results]
+        translations[in_flight] = [result.inference[0] for result in results]
     assert translations[2] == translations[1] == translations[3]
-    expected = Translator.from_directory(str(small_run)).translate([line.text for line in batch])
+    expected = Translator.from_directory(str(small_run), guard=False).translate(
+        [line.text for line in batch])
     assert translations[1] == expected
     with pytest.raises(ValueError, match="in_flight must be at least 1; got 0"):
         ExportModelHandler(small_export, in_flight=0)

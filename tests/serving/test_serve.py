@@ -364,6 +364,15 @@ def test_the_page_translates_typed_text_in_chromium(server, translator, tmp_path
         alternatives = browser.evaluate('[...document.querySelectorAll("#alternatives li")]'
                                         '.map(item => item.textContent)')
         assert alternatives == ["\n".join(row[k][0] for row in best) for k in (1, 2, 3)]
+        # How far to trust it: the API's confidence and flags, and shown as
+        # low where either says so (this run has no calibrator).
+        _, said, _ = _request(server, {"q": "\n".join(lines), "source": "de", "target": "en",
+                                       "quality": True})
+        trust = browser.evaluate('[document.getElementById("trust").textContent, '
+                                 'document.getElementById("translation").className]')
+        assert trust[0].startswith("Confidence: not known") and said["confidence"] is None
+        assert all(flag in trust[0] for flag in said["flags"])
+        assert (trust[1] == "low") == bool(said["flags"])
         # HTML is shown as text, never as markup.
         browser.evaluate('document.getElementById("format").value = "html";'
                          'document.getElementById("source").value = "<b>der Baum</b>";'
@@ -413,3 +422,41 @@ def test_models_whose_folders_share_a_name_are_told_apart_by_their_pair():
     assert [model.name for model in settings.models] == ["model-de-en", "model-en-fr", "opus"]
     with pytest.raises(ValueError, match="one model per language pair"):
         Settings([ServedModel(first, "de", "en"), ServedModel(second, "de", "en")])
+
+
+def test_the_quality_field_gives_each_translations_confidence_and_flags(small_run, tmp_path):
+    """`"quality": true` (ours) adds `confidence` and `flags` to
+    LibreTranslate's answer, as the Translator assesses the same
+    translation; without it the answer is LibreTranslate's own."""
+    import shutil
+
+    from keras_transformer import trust
+    from keras_transformer.decoding import quality
+
+    run = tmp_path / "run"
+    shutil.copytree(small_run, run)
+    translator = Translator.from_directory(str(run))
+    count = len(quality.SIGNALS)
+    trust.Calibrator(quality.SIGNALS, np.zeros(count), np.ones(count),
+                     np.linspace(-1, 1, count), 30.0, 0.1, -3.0,
+                     quality.model_digest(translator.model), translator.alpha).save(run)
+    translator = Translator.from_directory(str(run))
+    served = runtimes.open_runtime(str(run), in_flight=1)
+    with TestClient(create_app(Settings([ServedModel(served, "de", "en")]))) as client:
+        texts = ["das Haus ist groß", "der Baum", "", "42"]
+        status, answer = _post(client, {"q": texts, "source": "de", "target": "en",
+                                        "quality": True})
+        assert status == 200 and set(answer) == {"translatedText", "confidence", "flags"}
+        assessed = translator.assess(texts[:2], answer["translatedText"][:2])
+        assert answer["confidence"][:2] == [round(q.confidence, 3) for q in assessed]
+        assert answer["flags"][:2] == [list(q.flags) for q in assessed]
+        # Nothing to translate: no confidence, no flags.
+        assert answer["confidence"][2:] == [None, None] and answer["flags"][2:] == [[], []]
+        status, one = _post(client, data={"q": texts[0], "source": "de", "target": "en",
+                                          "quality": "true"})
+        assert status == 200 and one["confidence"] == answer["confidence"][0]
+        assert _post(client, {"q": texts[0], "source": "de", "target": "en"}) == \
+            (200, {"translatedText": answer["translatedText"][0]})
+        assert _post(client, {"q": texts[0], "source": "de", "target": "en",
+                              "quality": "maybe"}) == \
+            (400, {"error": "Invalid request: quality must be true or false"})
