@@ -18,7 +18,8 @@ alternatives for the next best), POST /detect, POST /translate_file (.txt,
 GET /models, GET /metrics (Prometheus), GET / (the page), with CORS
 headers on every answer. DeepL's API is served beside it under /v2 and
 /v3 (translate, languages, usage, glossaries kept in --glossaries-dir,
-documents), for DeepL's clients given the server's URL. A pair no model
+documents), for DeepL's clients given the server's URL; with --api-keys,
+each key's glossaries and documents are its own. A pair no model
 translates, but two do through
 English, goes through English. Texts are split into sentences, HTML into
 the text of its blocks with its markup kept. Sentences of concurrent
@@ -106,7 +107,8 @@ def parser():
     libre.add_argument("--api-keys-optional", action="store_true",
                        help="with --api-keys: a request without a key is let in at the "
                             "server's limits (a wrong key is still refused), as "
-                            "LibreTranslate's --api-keys")
+                            "LibreTranslate's --api-keys; on DeepL's API, the requests "
+                            "without a key keep their glossaries and documents apart")
     libre.add_argument("--char-limit", type=_limit, default=-1,
                        help="characters a text may hold")
     libre.add_argument("--req-limit", type=_limit, default=-1,
@@ -135,7 +137,16 @@ def parser():
                             "restarts and shared by servers given the same folder (default: "
                             "a temporary folder)")
     deepl.add_argument("--max-glossaries", type=cli.positive_int, default=1000,
-                       help="glossaries kept at most")
+                       help="glossaries kept at most, of every key together")
+    deepl.add_argument("--max-glossaries-per-key", type=cli.positive_int,
+                       help="glossaries one key may keep, and the requests without a key "
+                            "together (default: --max-glossaries shared evenly among the "
+                            "keys of --api-keys, and the keyless with --api-keys-optional)")
+    deepl.add_argument("--assign-glossaries", metavar="KEY",
+                       help="with --api-keys: give the glossaries of --glossaries-dir that "
+                            "have no owner (kept before glossaries belonged to keys, or by a "
+                            "server without --api-keys) to KEY, one of the keys, at start "
+                            "(else every key shares them)")
     deepl.add_argument("--char-quota", type=cli.positive_int,
                        help="characters a key may translate while the server runs; beyond, "
                             "456 (default: no quota)")
@@ -203,6 +214,8 @@ def main():
     args = p.parse_args()
     if args.api_keys_optional and not args.api_keys:
         p.error("--api-keys-optional goes with --api-keys FILE")
+    if args.assign_glossaries is not None and not (args.api_keys and args.glossaries_dir):
+        p.error("--assign-glossaries goes with --api-keys FILE and --glossaries-dir DIR")
     decoding = runtimes.Decoding(args.beam_size, args.alpha, args.decode_margin)
     chosen = []
     for model in args.models:
@@ -223,8 +236,10 @@ def main():
     except ImportError as error:
         raise ImportError(f"serve needs {error.name}: pip install "
                           "\"keras-transformer[serve]\"") from None
-    if args.api_keys:
-        read_keys(args.api_keys)  # a mistake in the file, named before the models load
+    if args.api_keys:  # a mistake in the file, named before the models load
+        if args.assign_glossaries not in (None, *read_keys(args.api_keys)):
+            raise ValueError(f"--assign-glossaries: that key is not one of --api-keys "
+                             f"{args.api_keys}.")
     if args.glossaries_dir:
         try:
             os.makedirs(args.glossaries_dir, exist_ok=True)
@@ -233,6 +248,7 @@ def main():
                              f"{error.strerror or error}") from None
         if not os.access(args.glossaries_dir, os.W_OK):
             raise ValueError(f"Cannot write to --glossaries-dir {args.glossaries_dir}.")
+        own_glossaries(args)
     share_cores(args.workers * len(args.models))
     decoding_kernels()
     models = []
@@ -259,6 +275,28 @@ def main():
     finally:  # a lone search still compiling: ended before Python ends
         for model in models:
             model.runtime.stop_compiling()
+
+
+def own_glossaries(args):
+    """With --api-keys, what becomes of the glossaries of --glossaries-dir
+    that have no owner (`glossary_store`): given to the key of
+    --assign-glossaries, else shared by every key, which one warning line
+    says (without --api-keys the server has one tenant, whose they are).
+    The serve extra installed: `main` checks it."""
+    if not args.api_keys:
+        return
+    from keras_transformer.serving.glossary_store import GlossaryStore
+
+    store = GlossaryStore(args.glossaries_dir)
+    if args.assign_glossaries is not None:
+        count = store.assign(store.owner(args.assign_glossaries))
+        print(f"Gave the {count} glossaries of {args.glossaries_dir} that had no owner to the "
+              "key of --assign-glossaries", flush=True)
+    elif count := store.shared():
+        cli.warn(f"{count} glossaries in --glossaries-dir {args.glossaries_dir} have no owner "
+                 "(kept before glossaries belonged to keys, or by a server without --api-keys): "
+                 "every key lists, uses, changes and deletes them; start once with "
+                 "--assign-glossaries KEY to make them that key's alone.")
 
 
 def read_glossaries(parser, args, pairs, runtime_names):
@@ -319,7 +357,8 @@ def server_config(args, models, glossaries=None):
         metrics_token=args.metrics_auth_token,
         glossaries={name: ServedGlossary(*found) for name, found in (glossaries or {}).items()},
         glossaries_dir=args.glossaries_dir, max_glossaries=args.max_glossaries,
-        char_quota=args.char_quota, max_documents=args.max_documents)
+        max_glossaries_per_key=args.max_glossaries_per_key, char_quota=args.char_quota,
+        max_documents=args.max_documents)
     # uvicorn's HTTP parser refuses request heads over 16 KiB with a bare 400;
     # deep-translator sends whole texts in the query string, so the parser
     # takes up to --max-query-bytes and the application answers beyond it

@@ -102,7 +102,11 @@ class Settings:
     DeepL's API:
         glossaries_dir: where its glossaries are kept (default: a temporary
             folder, gone with the process).
-        max_glossaries: glossaries kept at most.
+        max_glossaries: glossaries kept at most, of every key together.
+        max_glossaries_per_key: glossaries one key (or, with
+            `keys_required` false, the requests without a key together)
+            may keep (default: `max_glossaries` shared evenly among them,
+            so that no key can take every slot).
         max_stored_glossary_entries: entries one glossary may hold.
         max_glossary_bytes: the largest body creating a glossary (413
             beyond).
@@ -117,8 +121,8 @@ class Settings:
                  batch_limit=NO_LIMIT, alternatives_limit=NO_LIMIT, suggestions=None,
                  files_translation=True, metrics_token=None, glossaries=None,
                  max_glossary_entries=10000, glossaries_dir=None, max_glossaries=1000,
-                 max_stored_glossary_entries=100000, max_glossary_bytes=8 * 2**20,
-                 char_quota=None, max_documents=32):
+                 max_glossaries_per_key=None, max_stored_glossary_entries=100000,
+                 max_glossary_bytes=8 * 2**20, char_quota=None, max_documents=32):
         self.models = list(models)
         pairs = [(model.source, model.target) for model in self.models]
         if not self.models or len(set(pairs)) < len(pairs):
@@ -149,6 +153,8 @@ class Settings:
         self.glossaries = dict(glossaries or {})
         self.max_glossary_entries = max_glossary_entries
         self.glossaries_dir, self.max_glossaries = glossaries_dir, max_glossaries
+        owners = 1 if api_keys is None else len(api_keys) + (not keys_required)
+        self.max_glossaries_per_key = max_glossaries_per_key or max(max_glossaries // owners, 1)
         self.max_stored_glossary_entries = max_stored_glossary_entries
         self.max_glossary_bytes = max_glossary_bytes
         self.char_quota, self.max_documents = char_quota, max_documents

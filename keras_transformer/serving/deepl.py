@@ -27,6 +27,15 @@ lists; a tag list in a form may also be comma-separated). The key comes as
 `Authorization: DeepL-Auth-Key KEY` or in the legacy `auth_key` field,
 checked against the same keys file as LibreTranslate's (`--api-keys`).
 
+What a client keeps is its own, as on DeepL it is its account's: with
+`--api-keys`, a glossary or a document belongs to the key that made it (the
+requests without a key, with `--api-keys-optional`, are one owner apart
+from every key), and any other key is answered as if it did not exist: a
+404, or for a `glossary_id` in a translation the 400 "Glossary not found"
+that DeepL answers for an unknown id. The glossaries kept before they had
+owners are shared by every key (`glossary_store`). Without `--api-keys`,
+the server has one tenant. Usage and `--char-quota` count per key.
+
 What is obeyed: `source_lang` (else each text's language detected and
 given back), `target_lang` and its variants (EN-GB, EN-US, PT-BR, PT-PT:
 the served base language), `split_sentences` (0, 1, nonewlines; for plain
@@ -57,7 +66,7 @@ from keras_transformer.documents.html import Markup
 from keras_transformer.serving import bodies
 from keras_transformer.serving.document_jobs import DocumentJobs
 from keras_transformer.serving.errors import Refused, exception_handlers
-from keras_transformer.serving.glossary_store import GlossaryStore, read_dictionary
+from keras_transformer.serving.glossary_store import ANONYMOUS, GlossaryStore, read_dictionary
 from keras_transformer.serving.limits import RequestLimits
 from keras_transformer.serving.service import FILE_FORMATS, language_name
 
@@ -141,7 +150,8 @@ class DeeplApi:
         self.service, self.settings = service, settings
         folder = settings.glossaries_dir or tempfile.mkdtemp(prefix="keras-transformer-glossaries-")
         self.glossaries = GlossaryStore(folder, settings.max_glossaries,
-                                        settings.max_stored_glossary_entries)
+                                        settings.max_stored_glossary_entries,
+                                        settings.max_glossaries_per_key)
         self.documents = DocumentJobs(service, settings.max_documents)
         self.limits = RequestLimits(settings.req_limit)
         self.characters = {}
@@ -210,6 +220,23 @@ class DeeplApi:
         self.limits.spend(client, 1, limit)
         return key
 
+    async def _owner(self, key):
+        """Whose glossaries and documents a request with `key` (`_key`)
+        reaches: None where the server has one tenant (no --api-keys),
+        `ANONYMOUS` for a request without a key (--api-keys-optional), else
+        the key's digest (`GlossaryStore.owner`: a scrypt the first time,
+        off the event loop)."""
+        if self.settings.api_keys is None:
+            return None
+        if not key:
+            return ANONYMOUS
+        return await asyncio.to_thread(self.glossaries.owner, key)
+
+    async def _tenant(self, request, max_body_bytes=None):
+        """`(fields, owner)` of a request let in by `_key`."""
+        fields = await self._fields(request, max_body_bytes)
+        return fields, await self._owner(self._key(request, fields))
+
     def _charge(self, key, characters):
         """Counts `characters` against `key`'s quota (a 456 where the quota
         is spent); returns the count."""
@@ -247,17 +274,20 @@ class DeeplApi:
             raise Refused(400, "Value for 'target_lang' not supported.")
         return base.lower()
 
-    async def _pair_glossary(self, glossary_id, source, target):
-        """The compiled glossary `glossary_id` for `source` -> `target` (a
-        400 for an unknown id, as DeepL's translate answers it)."""
+    async def _pair_glossary(self, glossary_id, source, target, key):
+        """The compiled glossary `glossary_id` for `source` -> `target`, if
+        `key` reaches it (else a 400, as DeepL's translate answers an
+        unknown id)."""
         if not isinstance(glossary_id, str):
             raise Refused(400, "Value for 'glossary_id' not supported.")
         if source is None:
             raise Refused(400, "Use of a glossary requires the source_lang parameter to be "
                                "specified")
         self.service.glossary_route(source, target)
+        owner = await self._owner(key)
         try:  # (compiling a large glossary takes a while: off the event loop)
-            return await asyncio.to_thread(self.glossaries.compiled, glossary_id, source, target)
+            return await asyncio.to_thread(self.glossaries.compiled, glossary_id, source,
+                                           target, owner)
         except Refused as refusal:
             if refusal.status == 404:
                 raise Refused(400, "Glossary not found") from None
@@ -293,7 +323,7 @@ class DeeplApi:
         else:
             reading = {"split": SPLITS[split], "lines": split == "1"}
         glossary_id = fields.get("glossary_id")
-        glossary = (await self._pair_glossary(glossary_id, source, target)
+        glossary = (await self._pair_glossary(glossary_id, source, target, key)
                     if glossary_id not in (None, "") else None)
         if source is not None:
             self.service.route(source, target)
@@ -423,11 +453,6 @@ class DeeplApi:
             raise Refused(400, "Missing or invalid argument: name")
         return name
 
-    async def _glossary_fields(self, request):
-        fields = await self._fields(request, self.settings.max_glossary_bytes)
-        self._key(request, fields)
-        return fields
-
     @staticmethod
     def _info_v2(glossary):
         """A glossary as v2 shows it: its first dictionary's pair."""
@@ -445,38 +470,38 @@ class DeeplApi:
                 "creation_time": glossary.creation_time}
 
     async def create_glossary(self, request):
-        fields = await self._glossary_fields(request)
+        fields, owner = await self._tenant(request, self.settings.max_glossary_bytes)
         name = self._name(fields)
         glossary = await asyncio.to_thread(self.glossaries.create, name,
-                                           [self._dictionary(fields)])
+                                           [self._dictionary(fields)], owner)
         return JSONResponse(self._info_v2(glossary), status_code=201)
 
     async def list_glossaries(self, request):
-        self._key(request, await self._fields(request))
-        found = await asyncio.to_thread(self.glossaries.list)
+        _, owner = await self._tenant(request)
+        found = await asyncio.to_thread(self.glossaries.list, owner)
         return JSONResponse({"glossaries": [self._info_v2(glossary) for glossary in found]})
 
     async def glossary(self, request):
-        self._key(request, await self._fields(request))
+        _, owner = await self._tenant(request)
         glossary_id = request.path_params["glossary_id"]
         if request.method == "DELETE":
-            await asyncio.to_thread(self.glossaries.delete, glossary_id)
+            await asyncio.to_thread(self.glossaries.delete, glossary_id, owner)
             return Response(status_code=204)
-        return JSONResponse(self._info_v2(self.glossaries.get(glossary_id)))
+        return JSONResponse(self._info_v2(self.glossaries.get(glossary_id, owner)))
 
     async def glossary_entries(self, request):
-        self._key(request, await self._fields(request))
+        _, owner = await self._tenant(request)
         accepted = request.headers.get("accept", "*/*")
         if not any(kind.split(";")[0].strip() in ("text/tab-separated-values", "*/*", "text/*")
                    for kind in accepted.split(",")):
             raise Refused(415, "No supported media type specified in Accept header")
-        glossary = self.glossaries.get(request.path_params["glossary_id"])
+        glossary = self.glossaries.get(request.path_params["glossary_id"], owner)
         first = glossary.dictionaries[0] if glossary.dictionaries else None
         return Response(_tsv(first.entries if first else []),
                         media_type="text/tab-separated-values; charset=UTF-8")
 
     async def create_glossary_v3(self, request):
-        fields = await self._glossary_fields(request)
+        fields, owner = await self._tenant(request, self.settings.max_glossary_bytes)
         name = self._name(fields)
         dictionaries = fields.get("dictionaries")
         if not dictionaries:
@@ -488,18 +513,18 @@ class DeeplApi:
         read = [self._dictionary(found) for found in dictionaries]
         if len({(found.source, found.target) for found in read}) < len(read):
             raise Refused(400, "Two dictionaries of the glossary have the same language pair")
-        glossary = await asyncio.to_thread(self.glossaries.create, name, read)
+        glossary = await asyncio.to_thread(self.glossaries.create, name, read, owner)
         return JSONResponse(self._info_v3(glossary), status_code=201)
 
     async def list_glossaries_v3(self, request):
-        self._key(request, await self._fields(request))
-        found = await asyncio.to_thread(self.glossaries.list)
+        _, owner = await self._tenant(request)
+        found = await asyncio.to_thread(self.glossaries.list, owner)
         return JSONResponse({"glossaries": [self._info_v3(glossary) for glossary in found]})
 
     async def glossary_v3(self, request):
         glossary_id = request.path_params["glossary_id"]
         if request.method == "PATCH":
-            fields = await self._glossary_fields(request)
+            fields, owner = await self._tenant(request, self.settings.max_glossary_bytes)
             dictionaries = fields.get("dictionaries") or []
             if not isinstance(dictionaries, list) or len(dictionaries) > 1 or not all(
                     isinstance(found, dict) for found in dictionaries):
@@ -507,33 +532,32 @@ class DeeplApi:
                                    "dictionary")
             glossary = await asyncio.to_thread(
                 self.glossaries.update, glossary_id, self._name(fields, required=False),
-                [self._dictionary(found) for found in dictionaries])
+                [self._dictionary(found) for found in dictionaries], owner=owner)
             return JSONResponse(self._info_v3(glossary))
-        self._key(request, await self._fields(request))
+        _, owner = await self._tenant(request)
         if request.method == "DELETE":
-            await asyncio.to_thread(self.glossaries.delete, glossary_id)
+            await asyncio.to_thread(self.glossaries.delete, glossary_id, owner)
             return Response(status_code=204)
-        return JSONResponse(self._info_v3(self.glossaries.get(glossary_id)))
+        return JSONResponse(self._info_v3(self.glossaries.get(glossary_id, owner)))
 
     async def dictionary_v3(self, request):
         glossary_id = request.path_params["glossary_id"]
         if request.method == "PUT":
-            fields = await self._glossary_fields(request)
+            fields, owner = await self._tenant(request, self.settings.max_glossary_bytes)
             found = self._dictionary(fields)
             await asyncio.to_thread(self.glossaries.update, glossary_id, None, [found],
-                                    replace=True)
+                                    replace=True, owner=owner)
             return JSONResponse(_dictionary_info(found))
-        fields = await self._fields(request)
-        self._key(request, fields)
+        fields, owner = await self._tenant(request)
         source = self._glossary_language(fields.get("source_lang"), "source_lang")
         target = self._glossary_language(fields.get("target_lang"), "target_lang")
-        await asyncio.to_thread(self.glossaries.remove_dictionary, glossary_id, source, target)
+        await asyncio.to_thread(self.glossaries.remove_dictionary, glossary_id, source, target,
+                                owner)
         return Response(status_code=204)
 
     async def glossary_entries_v3(self, request):
-        fields = await self._fields(request)
-        self._key(request, fields)
-        glossary = self.glossaries.get(request.path_params["glossary_id"])
+        fields, owner = await self._tenant(request)
+        glossary = self.glossaries.get(request.path_params["glossary_id"], owner)
         source = self._glossary_language(fields.get("source_lang"), "source_lang")
         target = self._glossary_language(fields.get("target_lang"), "target_lang")
         found = glossary.dictionary(source, target)
@@ -568,20 +592,21 @@ class DeeplApi:
         if source is not None:
             self.service.route(source, target)
         glossary_id = fields.get("glossary_id")
-        glossary = (await self._pair_glossary(glossary_id, source, target)
+        glossary = (await self._pair_glossary(glossary_id, source, target, key)
                     if glossary_id not in (None, "") else None)
         self._charge(key, 0)  # a key whose quota is spent hands in no more
         job = self.documents.submit(name, upload.data, source or "auto", target, glossary,
-                                    on_done=lambda characters: self._count(key, characters))
+                                    on_done=lambda characters: self._count(key, characters),
+                                    owner=await self._owner(key))
         return JSONResponse({"document_id": job.document_id, "document_key": job.document_key})
 
     def _count(self, key, characters):
         self.characters[key] = self.characters.get(key, 0) + characters
 
     async def _job_fields(self, request):
-        fields = await self._fields(request)
-        self._key(request, fields)
-        return request.path_params["document_id"], fields.get("document_key")
+        """`(document id, document key, owner)` of a request about a job."""
+        fields, owner = await self._tenant(request)
+        return request.path_params["document_id"], fields.get("document_key"), owner
 
     async def document_status(self, request):
         job = self.documents.job(*await self._job_fields(request))

@@ -6,9 +6,11 @@ The jobs wait in a bounded queue (`max_jobs` handed in and not yet
 fetched, else a 429; one finished and not fetched within `kept_seconds`
 is forgotten) and are translated one at a time, each through
 `Service.translate_file`, so that their sentences join the model's batches
-beside the interactive requests rather than crowd them out. Jobs live in
-the server process's memory: a restart forgets them (DeepL's clients then
-see 404 and hand the file in again).
+beside the interactive requests rather than crowd them out. A job belongs
+to the owner who handed it in (`glossary_store.GlossaryStore.owner`):
+asked for by another, it is not found, whatever id and key are sent. Jobs
+live in the server process's memory: a restart forgets them (DeepL's
+clients then see 404 and hand the file in again).
 """
 
 import asyncio
@@ -30,10 +32,12 @@ class Job:
 
     `status` is DeepL's: queued, translating, done or error (then
     `error_message` says why); `stored` names the translated file in the
-    service's files once done; `billed_characters` counts its text."""
+    service's files once done; `billed_characters` counts its text;
+    `owner` is who handed it in (None: the server's one tenant)."""
 
     document_id: str
     document_key: str
+    owner: str
     name: str
     data: bytes
     source: str
@@ -65,11 +69,11 @@ class DocumentJobs:
             self._worker.cancel()
             await asyncio.gather(self._worker, return_exceptions=True)
 
-    def submit(self, name, data, source, target, glossary=None, on_done=None):
+    def submit(self, name, data, source, target, glossary=None, on_done=None, owner=None):
         """Queues the file `name` of bytes `data` for translation from
-        `source` ("auto": detected) into `target`, obeying `glossary`;
-        `on_done(characters)` is called once it is translated. Returns the
-        `Job`."""
+        `source` ("auto": detected) into `target`, obeying `glossary`, for
+        `owner`; `on_done(characters)` is called once it is translated.
+        Returns the `Job`."""
         now = time.monotonic()
         for old in [job for job in self._jobs.values()
                     if job.finished is not None and now - job.finished > self.kept_seconds]:
@@ -77,25 +81,26 @@ class DocumentJobs:
         if len(self._jobs) >= self.max_jobs:
             raise Refused(429, f"Too many documents: this server holds {self.max_jobs} at once "
                                "(translating, or done and not yet fetched); try again later")
-        job = Job(uuid.uuid4().hex.upper(), secrets.token_hex(32).upper(), name, data, source,
-                  target, glossary, on_done)
+        job = Job(uuid.uuid4().hex.upper(), secrets.token_hex(32).upper(), owner, name, data,
+                  source, target, glossary, on_done)
         self._jobs[job.document_id] = job
         self._queue.put_nowait(job)
         return job
 
-    def job(self, document_id, document_key):
-        """The job `document_id` if `document_key` is its key, else a 404."""
+    def job(self, document_id, document_key, owner=None):
+        """The job `document_id` if `document_key` is its key and `owner`
+        handed it in, else a 404 (the same for each)."""
         job = self._jobs.get(document_id)
-        if job is None or not isinstance(document_key, str) or not secrets.compare_digest(
-                job.document_key, document_key):
+        if job is None or job.owner != owner or not isinstance(document_key, str) or \
+                not secrets.compare_digest(job.document_key, document_key):
             raise Refused(404, "Document not found (its id and key do not match a document "
                                "here, or its result was fetched already)")
         return job
 
-    def result(self, document_id, document_key):
-        """`(file name, bytes)` of a done job, which is then forgotten (a
-        second fetch is a 404); a 503 while it is not done."""
-        job = self.job(document_id, document_key)
+    def result(self, document_id, document_key, owner=None):
+        """`(file name, bytes)` of `owner`'s done job, which is then
+        forgotten (a second fetch is a 404); a 503 while it is not done."""
+        job = self.job(document_id, document_key, owner)
         if job.status != "done":
             raise Refused(503, "Document translation is not done"
                                + (f": {job.error_message}" if job.error_message else ""))
