@@ -341,10 +341,10 @@ def test_translate_obeys_a_glossary_and_names_its_mistakes(small_run, tmp_path):
     # A line without the term: as without the glossary.
     assert second == command("examples/translate.py", small_run, stdin=text)[1].decode(
     ).splitlines()[1]
-    terms.write_text("Haus\tBaum\nhaus\tklein\n")
+    terms.write_text("Haus\tBaum\nHaus\tklein\n")
     _error(command("examples/translate.py", small_run, "--glossary", terms,
                    stdin=b"das Haus\n"),
-           "terms.tsv, lines 1 and 2: the source term 'haus' has two targets")
+           "terms.tsv, lines 1 and 2: the source term 'Haus' has two targets")
     _error(command("examples/translate.py", small_run, "--glossary", tmp_path / "none.tsv",
                    stdin=b"das Haus\n"), "Cannot read the glossary")
 
