@@ -52,6 +52,15 @@ cli.use_tensorflow_backend()
 
 INTERRUPTED = "the server stopped after answering the requests in flight"
 
+KEEP_ALIVE = 75.0
+"""Seconds an idle connection is kept for the client's next request
+(`--keep-alive`; uvicorn's own default is 5). A server that closes a
+connection just as its client sends the next request on it drops that
+request: deepl-node polls a document every 5 s on connections it keeps
+open, so a server closing them after 5 s idle drops its polls ("socket
+hang up"). 75 s is nginx's default, longer than clients' polls and than
+load balancers' idle timeouts (60 s)."""
+
 
 def parser():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
@@ -96,6 +105,11 @@ def parser():
     limits.add_argument("--files-dir",
                         help="where translated files wait to be downloaded (default: a "
                              "temporary folder)")
+    limits.add_argument("--keep-alive", metavar="SECONDS", type=cli.positive_float,
+                        default=KEEP_ALIVE,
+                        help="how long an idle connection is kept open for the client's next "
+                             "request (longer than a load balancer's idle timeout, and than "
+                             "the 5 s between deepl-node's polls of a document)")
     limits.add_argument("--cors-origins", metavar="ORIGIN", nargs="+", default=["*"],
                         help="the origins whose pages may call the server (such as "
                              "https://example.org); * for any")
@@ -365,4 +379,5 @@ def server_config(args, models, glossaries=None):
     # (a 414 in LibreTranslate's error body).
     return uvicorn.Config(create_app(settings), host=args.host, port=args.port,
                           access_log=args.access_log, log_level="info",
-                          h11_max_incomplete_event_size=args.max_query_bytes + 65536)
+                          h11_max_incomplete_event_size=args.max_query_bytes + 65536,
+                          timeout_keep_alive=args.keep_alive)

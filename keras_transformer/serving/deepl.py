@@ -8,8 +8,9 @@ on the same models, queues, documents and glossaries.
                                     "DE", "text": "Good morning!",
                                     "billed_characters": 13}]}
     GET  /v2/languages          ?type=source|target
-    GET  /v2/usage              characters translated per key (and --char-quota)
-    GET  /v2/glossary-language-pairs
+    GET  /v2/usage              characters translated per key, and the limit
+                                (--char-quota, else DeepL's very large number)
+    GET  /v2/glossary-language-pairs   the pairs glossaries are made for
     POST /v2/glossaries         {name, source_lang, target_lang, entries,
                                 entries_format}; GET (list), GET/DELETE /{id},
                                 GET /{id}/entries (TSV)
@@ -42,9 +43,13 @@ the served base language), `split_sentences` (0, 1, nonewlines; for plain
 text), `tag_handling` html or xml with `ignore_tags`, `non_splitting_tags`
 and `splitting_tags`, and `glossary_id` (the constrained search). What is
 accepted and ignored: `context`, `preserve_formatting` (the text's own
-whitespace is always kept), `outline_detection`, `model_type`, and
-`formality` default, prefer_more and prefer_less (more and less are
-refused, as DeepL refuses them for a language without formality).
+whitespace is always kept), `outline_detection`, `model_type` (answered
+with `model_type_used`, as DeepL answers it: one model a pair serves
+either way), and `formality` default, prefer_more and prefer_less (more
+and less are refused, as DeepL refuses them for a language without
+formality). A v3 glossary's dictionaries come as a JSON list, or as a
+form's `dictionaries[N].source_lang` (and so on) fields, as deepl-node
+sends them.
 
 Errors are `{"message": "..."}`, one line, with DeepL's statuses: 400, 403
 (a key missing or not known), 404, 413 (a body over the server's limit),
@@ -55,6 +60,7 @@ document not yet translated).
 
 import asyncio
 import os
+import re
 import tempfile
 import urllib.parse
 
@@ -90,9 +96,22 @@ LISTS = ("text", "ignore_tags", "non_splitting_tags", "splitting_tags")
 FORMALITIES = ("default", "prefer_more", "prefer_less")
 """The formality values accepted for a language without formality."""
 
-MODEL_TYPES = ("quality_optimized", "prefer_quality_optimized", "latency_optimized")
+MODEL_TYPES = {"quality_optimized": "quality_optimized",
+               "prefer_quality_optimized": "quality_optimized",
+               "latency_optimized": "latency_optimized"}
+"""Each `model_type` DeepL takes, and the `model_type_used` answered for it
+(one model a pair serves either way)."""
+
+NO_CHARACTER_LIMIT = 10**12
+"""The `character_limit` of /v2/usage without --char-quota: DeepL's answer
+for an account without a limit, a very large number (its clients read the
+limit with the count, and give no usage without it)."""
 
 SPLITS = {"0": False, "1": True, "nonewlines": True}
+
+_DICTIONARY_FIELD = re.compile(r"dictionaries\[(\d{1,6})\](?:\.(\w+)|\[(\w+)\])")
+"""A form's field of one dictionary of a v3 glossary, as deepl-node names it
+(`dictionaries[0].source_lang`; also `dictionaries[0][source_lang]`)."""
 
 AUTH_PREFIX = "DeepL-Auth-Key "
 
@@ -130,6 +149,21 @@ def _text(fields, name, default=None):
     if value is not None and not isinstance(value, str):
         raise Refused(400, f"Value for '{name}' not supported.")
     return value
+
+
+def _dictionaries(fields):
+    """A v3 glossary's `dictionaries`: a JSON body's list, or a form's
+    `dictionaries[N].NAME` fields (`_DICTIONARY_FIELD`, as deepl-node sends
+    them) gathered into one object a dictionary, in the order of N; None
+    where none is sent."""
+    if "dictionaries" in fields:
+        return fields["dictionaries"]
+    found = {}
+    for name, value in fields.items():
+        match = _DICTIONARY_FIELD.fullmatch(name)
+        if match:
+            found.setdefault(int(match[1]), {})[match[2] or match[3]] = value
+    return [found[index] for index in sorted(found)] or None
 
 
 def _flag(value, name):
@@ -307,7 +341,7 @@ class DeeplApi:
             raise Refused(400, "Value for 'text' not supported: give a list of strings")
         target = self._target(fields.get("target_lang"))
         source = self._source(fields.get("source_lang"))
-        self._check_options(fields)
+        model_type_used = self._options(fields)
         tag_handling = _text(fields, "tag_handling", "") or ""
         if tag_handling not in ("", "html", "xml"):
             raise Refused(400, "Value for 'tag_handling' not supported.")
@@ -330,15 +364,17 @@ class DeeplApi:
         self._charge(key, sum(len(text) for text in texts))
         translations, _, detections = await self.service.translate_texts(
             texts, source or "auto", target, tag_handling or "text", 1, glossary, reading)
+        used = {"model_type_used": model_type_used} if model_type_used else {}
         return JSONResponse({"translations": [
             {"detected_source_language": (source or (detection or {}).get("language")
                                           or self.service.routes.sources[0]).upper(),
-             "text": translation, "billed_characters": len(text)}
+             "text": translation, "billed_characters": len(text), **used}
             for text, translation, detection in zip(texts, translations, detections)]})
 
-    def _check_options(self, fields):
+    def _options(self, fields):
         """DeepL's options that change nothing here, refused where DeepL
-        refuses them."""
+        refuses them; returns the `model_type_used` to answer (`MODEL_TYPES`;
+        None where `model_type` is not sent: DeepL then leaves it out)."""
         formality = _text(fields, "formality", "default")
         if formality in ("more", "less"):
             raise Refused(400, "'formality' is not supported for given 'target_lang'.")
@@ -351,6 +387,7 @@ class DeeplApi:
             _flag(fields.get(name), name)
         if not isinstance(fields.get("context", ""), str):
             raise Refused(400, "Value for 'context' not supported.")
+        return MODEL_TYPES.get(model_type)
 
     # ------------------------------------------------------------ languages, usage
 
@@ -384,12 +421,12 @@ class DeeplApi:
         if resource not in ("translate_text", "translate_document", "glossary"):
             raise Refused(400, "Missing or invalid argument: resource")
         routes = self.service.routes
-        pairs = (set(routes.direct) if resource == "glossary"
+        pairs = (routes.glossaries if resource == "glossary"
                  else {(source, target) for source in routes.sources
                        for target in routes.targets(source)})
         sources = {source for source, _ in pairs}
         targets = {target for _, target in pairs}
-        in_glossaries = {code for pair in routes.direct for code in pair}
+        in_glossaries = {code for pair in routes.glossaries for code in pair}
         stable = {"status": "stable"}
         listed = []
         for code in routes.languages:
@@ -413,16 +450,17 @@ class DeeplApi:
     async def usage(self, request):
         fields = await self._fields(request)
         key = self._key(request, fields)
-        answer = {"character_count": self.characters.get(key, 0)}
-        if self.settings.char_quota is not None:
-            answer["character_limit"] = self.settings.char_quota
-        return JSONResponse(answer)
+        return JSONResponse({"character_count": self.characters.get(key, 0),
+                             "character_limit": self.settings.char_quota or NO_CHARACTER_LIMIT})
 
     async def glossary_pairs(self, request):
+        """The pairs a glossary may be made for: those one model translates
+        and obeys glossaries on (`service._Routes.glossaries`), which are
+        the pairs `_dictionary` accepts."""
         self._key(request, await self._fields(request))
         return JSONResponse({"supported_languages": [
             {"source_lang": source, "target_lang": target}
-            for source, target in sorted(self.service.routes.direct)]})
+            for source, target in sorted(self.service.routes.glossaries)]})
 
     # ------------------------------------------------------------ glossaries
 
@@ -433,13 +471,18 @@ class DeeplApi:
 
     def _dictionary(self, fields):
         """A `glossary_store.Dictionary` of the fields `source_lang`,
-        `target_lang`, `entries` and `entries_format`, for a pair one model
-        translates."""
+        `target_lang`, `entries` and `entries_format`, for a pair of
+        /v2/glossary-language-pairs (one model translates it and obeys
+        glossaries)."""
         source = self._glossary_language(fields.get("source_lang"), "source_lang")
         target = self._glossary_language(fields.get("target_lang"), "target_lang")
-        if (source, target) not in self.service.routes.direct:
-            raise Refused(400, f"Unsupported glossary source and target language pair: no "
-                               f"model here translates {source} to {target}")
+        if (source, target) not in self.service.routes.glossaries:
+            model = self.service.routes.direct.get((source, target))
+            raise Refused(400, "Unsupported glossary source and target language pair: " + (
+                f"the {source}-{target} model's search obeys no glossary (its "
+                f"{model.runtime.name} runtime{', with --slots' if model.runtime.slots else ''}"
+                "; the keras runtime's batches do)" if model else
+                f"no model here translates {source} to {target}"))
         entries = fields.get("entries")
         if entries is None:
             raise Refused(400, "Parameter 'entries' not specified.")
@@ -503,7 +546,7 @@ class DeeplApi:
     async def create_glossary_v3(self, request):
         fields, owner = await self._tenant(request, self.settings.max_glossary_bytes)
         name = self._name(fields)
-        dictionaries = fields.get("dictionaries")
+        dictionaries = _dictionaries(fields)
         if not dictionaries:
             raise Refused(400, "Parameter 'dictionaries' not specified.")
         if not isinstance(dictionaries, list) or not all(isinstance(found, dict)
@@ -525,7 +568,7 @@ class DeeplApi:
         glossary_id = request.path_params["glossary_id"]
         if request.method == "PATCH":
             fields, owner = await self._tenant(request, self.settings.max_glossary_bytes)
-            dictionaries = fields.get("dictionaries") or []
+            dictionaries = _dictionaries(fields) or []
             if not isinstance(dictionaries, list) or len(dictionaries) > 1 or not all(
                     isinstance(found, dict) for found in dictionaries):
                 raise Refused(400, "Value for 'dictionaries' not supported: give one "
@@ -586,7 +629,7 @@ class DeeplApi:
             raise Refused(400, "output_format not supported.")
         target = self._target(fields.get("target_lang"))
         source = self._source(fields.get("source_lang"))
-        self._check_options(fields)
+        self._options(fields)
         if source == target:
             raise Refused(400, "Source and target language are equal.")
         if source is not None:

@@ -56,12 +56,22 @@ def translatable(text):
     return any(unicodedata.category(character).startswith("L") for character in text)
 
 
+def obeys_glossaries(runtime):
+    """Whether a model's `runtimes.Runtime` obeys a glossary: the keras
+    runtime's batches do; the exports' engines and continuous batching
+    (slots) run searches of their own."""
+    return runtime.takes_glossary and not runtime.slots
+
+
 class _Routes:
     """Which models translate a language pair: the one that translates it,
-    else the two that go through `PIVOT`."""
+    else the two that go through `PIVOT`; and the pairs a glossary applies
+    to (`glossaries`: one model translates them, and obeys glossaries)."""
 
     def __init__(self, models):
         self.direct = {(model.source, model.target): model for model in models}
+        self.glossaries = {pair for pair, model in self.direct.items()
+                           if obeys_glossaries(model.runtime)}
         self.sources = sorted({model.source for model in models})
         self.languages = sorted({code for model in models for code in (model.source,
                                                                         model.target)})
@@ -128,7 +138,7 @@ class Service:
                           "languages": [model.source, model.target],
                           "max_alternatives": max(model.runtime.decoding.beam_size - 1, 0),
                           "aligns": model.runtime.aligns,
-                          "glossaries": model.runtime.takes_glossary and not model.runtime.slots,
+                          "glossaries": obeys_glossaries(model.runtime),
                           "compiled_widths": widths, "compiling": compiling,
                           "queued_sentences": self.batchers[model.name].queued})
         return found
