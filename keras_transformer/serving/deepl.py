@@ -35,7 +35,15 @@ from every key), and any other key is answered as if it did not exist: a
 404, or for a `glossary_id` in a translation the 400 "Glossary not found"
 that DeepL answers for an unknown id. The glossaries kept before they had
 owners are shared by every key (`glossary_store`). Without `--api-keys`,
-the server has one tenant. Usage and `--char-quota` count per key.
+the server has one tenant. Usage and `--char-quota` count per tenant
+alike (`usage`).
+
+What it keeps is kept on disk, in `--state-dir` (`app.Settings.state_dir`):
+glossaries (`glossary_store`), documents (`document_jobs`) and usage
+(`usage`), each written whole and changed under its folder's lock, so that
+servers given the same folder (replicas) share them and a restart finds
+them: a document handed in to one replica is polled and fetched from
+another.
 
 What is obeyed: `source_lang` (else each text's language detected and
 given back), `target_lang` and its variants (EN-GB, EN-US, PT-BR, PT-PT:
@@ -75,6 +83,7 @@ from keras_transformer.serving.errors import Refused, exception_handlers
 from keras_transformer.serving.glossary_store import ANONYMOUS, GlossaryStore, read_dictionary
 from keras_transformer.serving.limits import RequestLimits
 from keras_transformer.serving.service import FILE_FORMATS, language_name
+from keras_transformer.serving.usage import Usage
 
 PREFIXES = ("/v2/", "/v3/")
 """Where the server mounts this API."""
@@ -182,14 +191,19 @@ class DeeplApi:
 
     def __init__(self, service, settings):
         self.service, self.settings = service, settings
-        folder = settings.glossaries_dir or tempfile.mkdtemp(prefix="keras-transformer-glossaries-")
-        self.glossaries = GlossaryStore(folder, settings.max_glossaries,
+        state = settings.state_dir or tempfile.mkdtemp(prefix="keras-transformer-state-")
+        self.glossaries = GlossaryStore(settings.glossaries_dir
+                                        or os.path.join(state, "glossaries"),
+                                        settings.max_glossaries,
                                         settings.max_stored_glossary_entries,
                                         settings.max_glossaries_per_key)
-        self.documents = DocumentJobs(service, settings.max_documents)
+        self.characters = Usage(os.path.join(state, "usage"), settings.char_quota)
+        """Characters translated per tenant (`/v2/usage`, `--char-quota`)."""
+        self.documents = DocumentJobs(
+            service, os.path.join(state, "documents"), self.glossaries.compiled,
+            lambda owner, count: self.characters.charge(owner, count, whatever_the_quota=True),
+            settings.max_documents)
         self.limits = RequestLimits(settings.req_limit)
-        self.characters = {}
-        """Characters translated per key since the server started."""
 
     def start(self):
         self.documents.start()
@@ -271,16 +285,10 @@ class DeeplApi:
         fields = await self._fields(request, max_body_bytes)
         return fields, await self._owner(self._key(request, fields))
 
-    def _charge(self, key, characters):
-        """Counts `characters` against `key`'s quota (a 456 where the quota
-        is spent); returns the count."""
-        used = self.characters.get(key, 0)
-        quota = self.settings.char_quota
-        if quota is not None and used + characters > quota:
-            raise Refused(456, "Quota for this billing period has been exceeded "
-                               f"({used} of {quota} characters used)")
-        self.characters[key] = used + characters
-        return characters
+    async def _charge(self, owner, characters):
+        """Counts `characters` in `owner`'s usage, or a 456 where that would
+        take it over `--char-quota` (`usage.Usage.charge`)."""
+        await asyncio.to_thread(self.characters.charge, owner, characters)
 
     def _source(self, value, required=False):
         """A `source_lang` field as a served source language, or None (to
@@ -308,17 +316,16 @@ class DeeplApi:
             raise Refused(400, "Value for 'target_lang' not supported.")
         return base.lower()
 
-    async def _pair_glossary(self, glossary_id, source, target, key):
+    async def _pair_glossary(self, glossary_id, source, target, owner):
         """The compiled glossary `glossary_id` for `source` -> `target`, if
-        `key` reaches it (else a 400, as DeepL's translate answers an
-        unknown id)."""
+        `owner` (`_owner`) reaches it (else a 400, as DeepL's translate
+        answers an unknown id)."""
         if not isinstance(glossary_id, str):
             raise Refused(400, "Value for 'glossary_id' not supported.")
         if source is None:
             raise Refused(400, "Use of a glossary requires the source_lang parameter to be "
                                "specified")
         self.service.glossary_route(source, target)
-        owner = await self._owner(key)
         try:  # (compiling a large glossary takes a while: off the event loop)
             return await asyncio.to_thread(self.glossaries.compiled, glossary_id, source,
                                            target, owner)
@@ -330,8 +337,7 @@ class DeeplApi:
     # ------------------------------------------------------------ translating
 
     async def translate(self, request):
-        fields = await self._fields(request)
-        key = self._key(request, fields)
+        fields, owner = await self._tenant(request)
         texts = fields.get("text")
         if isinstance(texts, str):
             texts = [texts]
@@ -357,11 +363,11 @@ class DeeplApi:
         else:
             reading = {"split": SPLITS[split], "lines": split == "1"}
         glossary_id = fields.get("glossary_id")
-        glossary = (await self._pair_glossary(glossary_id, source, target, key)
+        glossary = (await self._pair_glossary(glossary_id, source, target, owner)
                     if glossary_id not in (None, "") else None)
         if source is not None:
             self.service.route(source, target)
-        self._charge(key, sum(len(text) for text in texts))
+        await self._charge(owner, sum(len(text) for text in texts))
         translations, _, detections = await self.service.translate_texts(
             texts, source or "auto", target, tag_handling or "text", 1, glossary, reading)
         used = {"model_type_used": model_type_used} if model_type_used else {}
@@ -448,9 +454,11 @@ class DeeplApi:
         return JSONResponse(listed)
 
     async def usage(self, request):
-        fields = await self._fields(request)
-        key = self._key(request, fields)
-        return JSONResponse({"character_count": self.characters.get(key, 0),
+        """What the request's tenant has translated (of every replica on
+        the folder, since the folder was made) and its limit."""
+        _, owner = await self._tenant(request)
+        count = await asyncio.to_thread(self.characters.count, owner)
+        return JSONResponse({"character_count": count,
                              "character_limit": self.settings.char_quota or NO_CHARACTER_LIMIT})
 
     async def glossary_pairs(self, request):
@@ -613,9 +621,8 @@ class DeeplApi:
     # ------------------------------------------------------------ documents
 
     async def upload_document(self, request):
-        fields = await self._fields(request, self.settings.max_request_bytes
-                                    + self.settings.max_file_bytes)
-        key = self._key(request, fields)
+        fields, owner = await self._tenant(request, self.settings.max_request_bytes
+                                           + self.settings.max_file_bytes)
         upload = fields.get("file")
         if not isinstance(upload, bodies.Upload) or not upload.data:
             raise Refused(400, "Invalid file data.")
@@ -635,16 +642,14 @@ class DeeplApi:
         if source is not None:
             self.service.route(source, target)
         glossary_id = fields.get("glossary_id")
-        glossary = (await self._pair_glossary(glossary_id, source, target, key)
-                    if glossary_id not in (None, "") else None)
-        self._charge(key, 0)  # a key whose quota is spent hands in no more
-        job = self.documents.submit(name, upload.data, source or "auto", target, glossary,
-                                    on_done=lambda characters: self._count(key, characters),
-                                    owner=await self._owner(key))
-        return JSONResponse({"document_id": job.document_id, "document_key": job.document_key})
-
-    def _count(self, key, characters):
-        self.characters[key] = self.characters.get(key, 0) + characters
+        if glossary_id not in (None, ""):  # (checked now; the job compiles it again)
+            await self._pair_glossary(glossary_id, source, target, owner)
+        else:
+            glossary_id = None
+        await self._charge(owner, 0)  # a key whose quota is spent hands in no more
+        document_id, document_key = await self.documents.submit(
+            name, upload.data, source or "auto", target, glossary_id, owner)
+        return JSONResponse({"document_id": document_id, "document_key": document_key})
 
     async def _job_fields(self, request):
         """`(document id, document key, owner)` of a request about a job."""
@@ -663,7 +668,7 @@ class DeeplApi:
         return JSONResponse(answer)
 
     async def document_result(self, request):
-        name, data = self.documents.result(*await self._job_fields(request))
+        name, data = await self.documents.result(*await self._job_fields(request))
         kind = {".txt": "text/plain; charset=utf-8", ".html": "text/html; charset=utf-8",
                 ".htm": "text/html; charset=utf-8",
                 ".docx": "application/vnd.openxmlformats-officedocument."

@@ -5,15 +5,13 @@ folder (replicas on one volume).
 
 Each glossary is one JSON file, `<glossary_id>.json`: its name, its
 creation time and its dictionaries (a language pair and its entries each,
-as sent). A file is written whole to a temporary name in the folder and
-renamed over the old (`os.replace`: atomic on one file system), so a
-reader, or a restart after SIGTERM in the middle of a write, sees the old
-glossary or the new one, never part of one. Changes are serialised by an
-advisory lock on the folder's `.lock` file (`fcntl.flock`), across
-processes as within one. Reads go to the disk every time (a directory
-listing, a file read, or for a translation the file's version alone), so
-one replica sees what another wrote; the compiled `glossary.Glossary` of
-a dictionary is kept for each version of its file.
+as sent), written whole and changed under the folder's lock
+(`folders.LockedFolder`), so a reader, or a restart after SIGTERM in the
+middle of a write, sees the old glossary or the new one, never part of
+one, and replicas change it one at a time. Reads go to the disk every
+time (a directory listing, a file read, or for a translation the file's
+version alone), so one replica sees what another wrote; the compiled
+`glossary.Glossary` of a dictionary is kept for each version of its file.
 
 A glossary belongs to its owner, as on DeepL it belongs to the account
 that made it: it is kept in the owner's subfolder, named by `owner(key)`,
@@ -33,17 +31,15 @@ The folder is bounded: at most `max_glossaries` glossaries in all and
 import contextlib
 import dataclasses
 import datetime
-import fcntl
 import hashlib
 import json
 import os
 import re
-import tempfile
-import threading
 import uuid
 
 from keras_transformer.glossary import Glossary, GlossaryError, parse_entries
 from keras_transformer.serving.errors import Refused
+from keras_transformer.serving.folders import LockedFolder
 
 _ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
@@ -113,15 +109,9 @@ class GlossaryStore:
     def __init__(self, folder, max_glossaries=1000, max_entries=100000, max_per_owner=None):
         self.folder, self.max_glossaries, self.max_entries = folder, max_glossaries, max_entries
         self.max_per_owner = max_per_owner or max_glossaries
-        os.makedirs(folder, exist_ok=True)
-        self._lock = threading.Lock()
+        self._folder = LockedFolder(folder)
         self._compiled = {}  # (path, source, target) -> (the file's version, Glossary)
         self._owners = {}  # key -> owner(key), for the keys a server lets in
-        with self._changing():  # what a write cut short by a signal left (not a live write's)
-            for entry in os.scandir(folder):
-                if entry.name.startswith(".tmp-"):
-                    with contextlib.suppress(OSError):
-                        os.remove(entry.path)
 
     def _path(self, glossary_id, owner=None):
         return os.path.join(self.folder, *([owner] if owner else []), f"{glossary_id}.json")
@@ -141,36 +131,10 @@ class GlossaryStore:
         return [entry.name for entry in os.scandir(self.folder)
                 if entry.is_dir() and not entry.name.startswith(".")]
 
-    @contextlib.contextmanager
-    def _changing(self):
-        """Holds the folder's lock (threads, then processes)."""
-        with self._lock, open(os.path.join(self.folder, ".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-
-    def _replace(self, path, data):
-        """Writes the bytes `data` to `path`: whole, or not at all. The
-        caller holds the lock, so that a replica starting meanwhile leaves
-        the temporary file alone."""
-        handle, temporary = tempfile.mkstemp(prefix=".tmp-", dir=self.folder)
-        try:
-            with os.fdopen(handle, "wb") as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.remove(temporary)
-            raise
-
     def _write(self, glossary):
         if glossary.owner:
             os.makedirs(os.path.join(self.folder, glossary.owner), exist_ok=True)
-        self._replace(self._path(glossary.glossary_id, glossary.owner), json.dumps(
+        self._folder.replace(self._path(glossary.glossary_id, glossary.owner), json.dumps(
             {"glossary_id": glossary.glossary_id, "name": glossary.name,
              "creation_time": glossary.creation_time,
              "dictionaries": [dataclasses.asdict(found) for found in glossary.dictionaries]},
@@ -193,13 +157,13 @@ class GlossaryStore:
         first process that needs it, under the lock, so that every replica
         reads the same."""
         path = os.path.join(self.folder, ".salt")
-        with self._changing():
+        with self._folder.changing():
             try:
                 with open(path, "rb") as file:
                     return file.read()
             except FileNotFoundError:
                 salt = os.urandom(32)
-                self._replace(path, salt)
+                self._folder.replace(path, salt)
                 return salt
 
     def _check_size(self, dictionaries):
@@ -245,7 +209,7 @@ class GlossaryStore:
         (None: shared); a 456 where the folder, or the owner's share of it,
         is full."""
         self._check_size(dictionaries)
-        with self._changing():
+        with self._folder.changing():
             if sum(len(self._ids(kept_by))
                    for kept_by in [None, *self._owners_on_disk()]) >= self.max_glossaries:
                 raise Refused(456, f"This server keeps {self.max_glossaries} glossaries at "
@@ -260,7 +224,7 @@ class GlossaryStore:
     def update(self, glossary_id, name=None, dictionaries=(), replace=False, owner=None):
         """Renames the glossary (`name`) and merges `dictionaries` into it:
         a pair's entries added to (or, with `replace`, replacing) its own."""
-        with self._changing():
+        with self._folder.changing():
             glossary = self.get(glossary_id, owner)
             if name is not None:
                 glossary.name = name
@@ -280,7 +244,7 @@ class GlossaryStore:
 
     def remove_dictionary(self, glossary_id, source, target, owner=None):
         """Removes one language pair of the glossary (a 404 if it has none)."""
-        with self._changing():
+        with self._folder.changing():
             glossary = self.get(glossary_id, owner)
             if glossary.dictionary(source, target) is None:
                 raise Refused(404, f"The glossary has no dictionary from {source} to {target}")
@@ -290,7 +254,7 @@ class GlossaryStore:
 
     def delete(self, glossary_id, owner=None):
         """Deletes the glossary, or a 404."""
-        with self._changing():
+        with self._folder.changing():
             glossary = self.get(glossary_id, owner)
             os.remove(self._path(glossary_id, glossary.owner))
 
@@ -301,7 +265,7 @@ class GlossaryStore:
     def assign(self, owner):
         """Gives every shared glossary to `owner` (moved into its
         subfolder, each by one rename); returns how many."""
-        with self._changing():
+        with self._folder.changing():
             moved = self._ids()
             if moved:
                 os.makedirs(os.path.join(self.folder, owner), exist_ok=True)

@@ -101,7 +101,7 @@ class Service:
             settings.batch_tokens or default_batch_tokens(model.runtime.decoding.beam_size),
             settings.max_wait, settings.max_queue, settings.workers)
             for model in settings.models}
-        self.metrics = Metrics(self.batchers)
+        self.metrics = Metrics(self.batchers, settings.libretranslate_metrics)
         for name, batcher in self.batchers.items():
             batcher.observe = self.metrics.observer(name)
         self.detector = Detector(self.routes.sources)
@@ -296,8 +296,8 @@ class Service:
     async def translate_file(self, name, data, source, target, glossary=None):
         """Translates the file `name` (its extension one of `FILE_FORMATS`)
         of bytes `data` from `source` ("auto": detected from its text) into
-        `target`, obeying `glossary`; returns the name it is kept under for
-        download and the characters of its text."""
+        `target`, obeying `glossary`; returns the translated file's bytes
+        and the characters of its text."""
         extension = os.path.splitext(name)[1].lower()
         if extension not in FILE_FORMATS:
             raise Refused(400, "Invalid request: file format not supported (give "
@@ -312,9 +312,7 @@ class Service:
         rendered, _ = await self.translate_documents(self.route(language, target), [document],
                                                      glossary=glossary)
         output = rendered[0].encode("utf-8") if isinstance(rendered[0], str) else rendered[0]
-        stored = f"{uuid.uuid4().hex}.{re.sub(r'[^A-Za-z0-9._-]', '_', name)}"
-        await asyncio.to_thread(self._store, stored, output)
-        return stored, sum(len(sentence) for sentence in document.sentences)
+        return output, sum(len(sentence) for sentence in document.sentences)
 
     def _read_file(self, data, kind, source):
         """The uploaded file as a document and its language ("auto": detected
@@ -326,6 +324,13 @@ class Service:
         document = (DocxDocument(data, source) if kind == "docx"
                     else documents.read_document(text, source, kind))
         return document, source
+
+    async def keep_file(self, name, data):
+        """Keeps the translated file `name` of bytes `data` for download
+        (`stored_file`); returns the name it is kept under."""
+        stored = f"{uuid.uuid4().hex}.{re.sub(r'[^A-Za-z0-9._-]', '_', name)}"
+        await asyncio.to_thread(self._store, stored, data)
+        return stored
 
     def _store(self, name, data):
         """Writes a translated file for download, and removes the oldest beyond

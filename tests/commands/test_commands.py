@@ -329,6 +329,13 @@ def test_serve_checks_assign_glossaries_before_loading_the_model(small_run, tmp_
     assert not (tmp_path / "glossaries").exists()
 
 
+def test_serve_names_a_state_dir_it_cannot_use_before_loading_the_model(small_run, tmp_path):
+    (tmp_path / "file").write_text("")
+    _error(command("examples/serve.py", small_run, "--languages", "de-en", "--state-dir",
+                   tmp_path / "file" / "state"),
+           f"Cannot use --state-dir {tmp_path / 'file' / 'state'}: Not a directory")
+
+
 def test_translate_obeys_a_glossary_and_names_its_mistakes(small_run, tmp_path):
     terms = tmp_path / "terms.tsv"
     terms.write_text("Haus\tBaum\n")

@@ -119,7 +119,36 @@ def languages_v3(url):
 @check
 def usage(url):
     usage = deepl.Translator(KEY, server_url=url.rstrip("/")).get_usage()
-    return _kind(usage.character.count)
+    return (_kind(usage.character.count), _kind(usage.character.limit), usage.character.valid,
+            usage.any_limit_reached)
+
+
+@check
+def model_type_used(url):
+    """`model_type_used` answered where `model_type` is sent, its value a
+    string (the mock says quality_optimized for every model_type; DeepL
+    names the model it used), and left out where it is not."""
+    translator = deepl.Translator(KEY, server_url=url.rstrip("/"))
+    return {str(sent): _kind(translator.translate_text(
+        "Das Haus", source_lang="DE", target_lang="EN-US", model_type=sent).model_type_used)
+        for sent in ("quality_optimized", "prefer_quality_optimized", "latency_optimized", None)}
+
+
+@check
+def glossary_v3_as_a_form(url):
+    """A v3 glossary created, and a dictionary merged, by form bodies, as
+    deepl-node sends them (`dictionaries[0].source_lang`, ...)."""
+    dictionary = {"dictionaries[0].source_lang": "de", "dictionaries[0].target_lang": "en",
+                  "dictionaries[0].entries": "Haus\tBaum", "dictionaries[0].entries_format": "tsv"}
+    headers = {"Authorization": f"DeepL-Auth-Key {KEY}"}
+    created = httpx.post(url + "v3/glossaries", headers=headers, data={"name": "form",
+                                                                       **dictionary})
+    made = created.json()
+    merged = httpx.patch(url + f"v3/glossaries/{made['glossary_id']}", headers=headers,
+                         data={**dictionary, "dictionaries[0].entries": "klein\tsmall"})
+    httpx.delete(url + f"v3/glossaries/{made['glossary_id']}", headers=headers)
+    return (created.status_code, sorted(made), made["dictionaries"], merged.status_code,
+            merged.json()["dictionaries"])
 
 
 @check

@@ -379,9 +379,11 @@ def test_the_official_node_client(url, models):
         await translator.deleteGlossary(glossary);
         const after = (await translator.listGlossaries()).map(g => g.glossaryId);
         const usage = await translator.getUsage();
-        return {plain: plain.text, obeyed: obeyed.text, listed: listed.includes(glossary.glossaryId),
+        return {plain: plain.text, obeyed: obeyed.text,
+                listed: listed.includes(glossary.glossaryId),
                 after: after.includes(glossary.glossaryId),
-                usage: [usage.character.count > 0, usage.character.limit, usage.anyLimitReached()]};
+                usage: [usage.character.count > 0, usage.character.limit,
+                        usage.anyLimitReached()]};
     """, KEY=KEY, SERVER=url.rstrip("/"))
     assert found == {"plain": _expected(models[0], "Das Haus", "de"),
                      "obeyed": _expected(models[0], "Das Haus", "de",
@@ -401,23 +403,28 @@ def test_the_node_client_s_model_type_and_multilingual_glossaries(url, models):
         for (const modelType of ['quality_optimized', 'prefer_quality_optimized',
                                  'latency_optimized', undefined]) {
             const result = await client.translateText('Das Haus', 'de', 'en-US', {modelType});
-            used[String(modelType)] = result.modelTypeUsed === undefined ? null : result.modelTypeUsed;
+            used[String(modelType)] = result.modelTypeUsed === undefined ? null
+                                                                       : result.modelTypeUsed;
         }
-        const Entries = deepl.MultilingualGlossaryDictionaryEntries;
+        const pair = (sourceLangCode, targetLangCode, entries) => ({
+            sourceLangCode, targetLangCode, entries: new deepl.GlossaryEntries({entries})});
         const made = await client.createMultilingualGlossary('node v3', [
-            {sourceLangCode: 'de', targetLangCode: 'en', entries: new deepl.GlossaryEntries({entries: {Haus: 'Baum'}})},
-            {sourceLangCode: 'en', targetLangCode: 'fr', entries: new deepl.GlossaryEntries({entries: {tree: 'arbre'}})}]);
-        const obeyed = (await client.translateText('Das Haus', 'de', 'en-US', {glossary: made})).text;
-        const merged = await client.updateMultilingualGlossaryDictionary(made, {
-            sourceLangCode: 'de', targetLangCode: 'en', entries: new deepl.GlossaryEntries({entries: {klein: 'oder dort'}})});
-        await client.replaceMultilingualGlossaryDictionary(made, {
-            sourceLangCode: 'en', targetLangCode: 'fr', entries: new deepl.GlossaryEntries({entries: {house: 'maison'}})});
-        const read = async (source, target) => (await client.getMultilingualGlossaryDictionaryEntries(
-            made, source, target)).entries.entries();
+            pair('de', 'en', {Haus: 'Baum'}), pair('en', 'fr', {tree: 'arbre'})]);
+        const obeyed = (await client.translateText('Das Haus', 'de', 'en-US',
+                                                   {glossary: made})).text;
+        const merged = await client.updateMultilingualGlossaryDictionary(
+            made, pair('de', 'en', {klein: 'oder dort'}));
+        await client.replaceMultilingualGlossaryDictionary(made, pair('en', 'fr',
+                                                                      {house: 'maison'}));
+        const read = async (source, target) => (
+            await client.getMultilingualGlossaryDictionaryEntries(made, source, target)
+        ).entries.entries();
         const kept = {deEn: await read('de', 'en'), enFr: await read('en', 'fr')};
         await client.deleteMultilingualGlossary(made);
-        return {used, counts: made.dictionaries.map(d => [d.sourceLangCode, d.targetLangCode, d.entryCount]),
-                obeyed, mergedCounts: merged.dictionaries.map(d => d.entryCount).sort(), kept,
+        return {used, obeyed, kept,
+                counts: made.dictionaries.map(d => [d.sourceLangCode, d.targetLangCode,
+                                                    d.entryCount]),
+                mergedCounts: merged.dictionaries.map(d => d.entryCount).sort(),
                 after: await failure(() => client.getMultilingualGlossary(made.glossaryId))};
     """, KEY=KEY, SERVER=url.rstrip("/"))
     assert found["used"] == {"quality_optimized": "quality_optimized",
@@ -442,7 +449,10 @@ def test_the_node_client_s_documents_and_each_refusal_is_an_answer(url, models, 
     found = _node("""
         const options = {serverUrl: SERVER, maxRetries: 0};
         const translator = new deepl.Translator(KEY, options);
-        const write = (name, data) => { fs.writeFileSync(`${DIR}/${name}`, data); return `${DIR}/${name}`; };
+        const write = (name, data) => {
+            fs.writeFileSync(`${DIR}/${name}`, data);
+            return `${DIR}/${name}`;
+        };
         const translate = (name, data, by = translator) => by.translateDocument(
             write(name, data), `${DIR}/out-${name}`, 'de', 'en-US');
         const status = await translate('brief.txt', TEXT);
@@ -452,7 +462,8 @@ def test_the_node_client_s_documents_and_each_refusal_is_an_answer(url, models, 
             refused: {
                 type: await failure(() => translate('brief.pdf', '%PDF-1.4')),
                 empty: await failure(() => translate('empty.txt', '')),
-                size: await failure(() => translate('big.txt', 'Das Haus ist groß. '.repeat(80000))),
+                size: await failure(() => translate('big.txt',
+                                                    'Das Haus ist groß. '.repeat(80000))),
                 key: await failure(() => translate('other.txt', TEXT,
                                                    new deepl.Translator('not-a-key', options))),
             },
