@@ -122,6 +122,8 @@ class _Words:
         self._known = {}  # token -> (lemma, key): the same words recur in every sentence
 
     def lemma_and_key(self, token):
+        """`(lemma, key)` of a token, remembered for the next sentences (a
+        million tokens at most)."""
         found = self._known.get(token)
         if found is None:
             if _SYMBOL.match(token):
@@ -138,6 +140,7 @@ class _Words:
         return found
 
     def key(self, token):
+        """What the automaton compares a token by (`lemma_and_key`)."""
         return self.lemma_and_key(token)[1]
 
     def fit(self, form_token, token):

@@ -4,7 +4,10 @@
 the official Node client where node is, the exact requests of Weblate's
 DeepL backend (both its generations) and of LibreOffice's; each answer
 compared with the Keras runtime's own translation, a glossary obeyed
-alike through DeepL's and LibreTranslate's APIs; and each kind of bad
+alike through DeepL's and LibreTranslate's APIs; usage's limit and
+`model_type_used` as both clients read them; the glossary pairs advertised
+being those accepted; deepl-node's documents, each refusal of an upload an
+answer, and its polls 5 s apart on a kept connection; and each kind of bad
 input answered with DeepL's status and one line. Traffic goes to
 127.0.0.1 only."""
 
