@@ -23,6 +23,13 @@ Matching (`Glossary.find`):
   dictionaries) reduced to its Snowball stem (snowballstemmer), so
   "Detektiv" matches "des Detektivs" and "Häuser" matches "Haus". Other
   capitals ("IBM", "iPhone") must match as written.
+- What is not a word (a symbol, an emoji, punctuation: "C++", "→", "🪨")
+  matches as written, each character in its place, spaced as the entry
+  spaces it (a typographic apostrophe or quote counts as the plain one).
+- Two entries whose terms reduce to the same stems ("Ärger" and
+  "ärgerlich") are both kept: a word goes to the entry whose written form
+  fits it best, the same form first (as written, then in another case),
+  then the same lemma, then the stem alone (then the first entry).
 - The automaton over all entries is Aho-Corasick's (pyahocorasick): a
   sentence is matched in one pass whatever the glossary's size.
 
@@ -31,8 +38,9 @@ its entry's target terms, and for a lower-case target its capitalised
 form too (for the sentence's start). A do-not-translate entry (its target
 the source term itself: a name, a product) asks for the words exactly as
 the sentence has them, or as the entry writes them (an inflected form in
-the source). One source term with two different targets is
-refused (as DeepL refuses it), naming both lines.
+the source). The same source term, as written, with two different targets
+is refused (as DeepL refuses it), naming both lines; two entries of the
+same source term and target are one.
 """
 
 import csv
@@ -56,7 +64,15 @@ SNOWBALL = {"ar": "arabic", "ca": "catalan", "cs": "czech", "da": "danish", "de"
             "tr": "turkish", "fa": "persian", "yi": "yiddish", "eo": "esperanto"}
 """Snowball's stemmer for a language code (others: words as they are)."""
 
-_WORD = re.compile(r"\w+")
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+"""What a term and a text are matched by: each word, and each character that
+is neither a word's nor a space (a symbol, an emoji, punctuation)."""
+
+_SYMBOL = re.compile(r"[^\w\s]")
+
+_QUOTES = str.maketrans({"’": "'", "‘": "'", "ʼ": "'", "“": '"', "”": '"', "„": '"'})
+"""Typographic apostrophes and quotes, matched as the plain ones."""
+
 _SEPARATOR = "\x1f"
 
 
@@ -95,33 +111,76 @@ class GlossaryWarning(UserWarning):
 
 
 class _Words:
-    """The matching keys of words in a language: lemma, then stem, lower
-    case."""
+    """The matching keys of tokens (`_TOKEN`) in a language: a word's lemma
+    and its key (the lemma's Snowball stem, lower case); a symbol is its
+    own lemma and key (`_QUOTES` made plain)."""
 
     def __init__(self, language):
         self.language = language
         self._stemmer = (snowballstemmer.stemmer(SNOWBALL[language]) if language in SNOWBALL
                          else None)
-        self._keys = {}  # word -> key: the same words recur in every sentence
+        self._known = {}  # token -> (lemma, key): the same words recur in every sentence
 
-    def key(self, word):
-        key = self._keys.get(word)
-        if key is None:
-            try:
-                lemma = simplemma.lemmatize(word, lang=self.language)
-            except ValueError:  # a language simplemma has no dictionary of
-                lemma = word
-            key = lemma.lower()
-            key = self._stemmer.stemWord(key) if self._stemmer else key
-            if len(self._keys) < 1_000_000:
-                self._keys[word] = key
-        return key
+    def lemma_and_key(self, token):
+        """`(lemma, key)` of a token, remembered for the next sentences (a
+        million tokens at most)."""
+        found = self._known.get(token)
+        if found is None:
+            if _SYMBOL.match(token):
+                found = (token.translate(_QUOTES),) * 2
+            else:
+                try:
+                    lemma = simplemma.lemmatize(token, lang=self.language)
+                except ValueError:  # a language simplemma has no dictionary of
+                    lemma = token
+                key = lemma.lower()
+                found = (lemma, self._stemmer.stemWord(key) if self._stemmer else key)
+            if len(self._known) < 1_000_000:
+                self._known[token] = found
+        return found
+
+    def key(self, token):
+        """What the automaton compares a token by (`lemma_and_key`)."""
+        return self.lemma_and_key(token)[1]
+
+    def fit(self, form_token, token):
+        """How well a text's `token` fits an entry's `form_token` whose key
+        it shares: 0 the same as written, 1 in another case, 2 the same
+        lemma, 3 the same lemma in another case, 4 the stem alone."""
+        if token == form_token:
+            return 0
+        if token.translate(_QUOTES).lower() == form_token.translate(_QUOTES).lower():
+            return 1
+        lemma, form_lemma = self.lemma_and_key(token)[0], self.lemma_and_key(form_token)[0]
+        return 2 if lemma == form_lemma else 3 if lemma.lower() == form_lemma.lower() else 4
 
 
-def _exact(word):
+@dataclasses.dataclass(frozen=True)
+class _Form:
+    """A source form as the automaton holds it: its entry's index, its
+    tokens, and whether the form puts space between each two."""
+
+    entry: int
+    tokens: tuple
+    spaced: tuple
+
+
+def _exact(token):
     """Whether a term's word must match as written: capitals other than its
     first letter."""
-    return word[1:] != word[1:].lower()
+    return token[1:] != token[1:].lower()
+
+
+def _tokens(text):
+    """`(tokens, spans)` of `text`: its `_TOKEN`s and their character spans."""
+    spans = [match.span() for match in _TOKEN.finditer(text)]
+    return [text[start:end] for start, end in spans], spans
+
+
+def _spaced(spans):
+    """Whether there is space between each two neighbouring tokens (by
+    their spans: what lies between two tokens is space)."""
+    return tuple(before[1] < after[0] for before, after in zip(spans, spans[1:]))
 
 
 class Glossary:
@@ -129,50 +188,48 @@ class Glossary:
     such as "de", whose words are matched by their lemmas and stems);
     `name` is what messages call it (its file).
 
-    Raises `GlossaryError` for no entry, or a source term given two
-    different targets (with `keep_first`, the later entry is left out
-    instead: a large glossary merged from several)."""
+    Raises `GlossaryError` for no entry, or a source term, as written,
+    given two different targets (with `keep_first`, the later entry's form
+    is left out instead: a large glossary merged from several). Entries
+    whose forms differ but reduce to the same stems are all kept: `find`
+    gives a word to the one that fits it best."""
 
     def __init__(self, entries, source_language, name="the glossary", keep_first=False):
         self.name, self.source_language = name, source_language
         self._words = _Words(source_language)
-        merged, owners = [], {}
+        merged, written, by_key = [], {}, {}
         for entry in entries:
-            added = False
+            new = []
             for form in entry.sources:
-                keys = self._keys(form)
-                if not keys:
-                    raise GlossaryError(f"{name}, line {entry.line}: the source term {form!r} "
-                                        "has no word to match")
-                key = _SEPARATOR.join(keys)
-                if owners.get(key) == len(merged):  # two forms of this entry, one lemma
-                    continue
-                if key in owners:
-                    other = merged[owners[key]]
+                if form in written:
+                    other = merged[written[form]]
                     if set(other.targets) != set(entry.targets) and not keep_first:
                         raise GlossaryError(
                             f"{name}, lines {other.line} and {entry.line}: the source term "
                             f"{form!r} has two targets ({' | '.join(other.targets)!r} and "
                             f"{' | '.join(entry.targets)!r}); keep one")
-                    continue
-                owners[key], added = len(merged), True
-            if added:  # (an entry whose forms all repeat another's adds nothing)
-                merged.append(entry)
+                elif form not in new:
+                    new.append(form)
+            if not new:  # (an entry whose forms all repeat another's adds nothing)
+                continue
+            for form in new:
+                written[form] = len(merged)
+                tokens, spans = _tokens(form)
+                key = _SEPARATOR.join(self._words.key(token) for token in tokens)
+                by_key.setdefault(key, []).append(_Form(len(merged), tuple(tokens),
+                                                        _spaced(spans)))
+            merged.append(entry)
         if not merged:
             raise GlossaryError(f"{name} holds no entry; write one source and target term a "
                                 "line")
         self.entries = tuple(merged)
         self._automaton = ahocorasick.Automaton()
-        for key, index in owners.items():
-            words = key.count(_SEPARATOR) + 1
-            self._automaton.add_word(_SEPARATOR + key + _SEPARATOR, (index, words))
+        for key, forms in by_key.items():
+            self._automaton.add_word(_SEPARATOR + key + _SEPARATOR, tuple(forms))
         self._automaton.make_automaton()
 
     def __len__(self):
         return len(self.entries)
-
-    def _keys(self, text):
-        return [self._words.key(word) for word in _WORD.findall(text)]
 
     @classmethod
     def read(cls, path, source_language, target_language=None, format=None):
@@ -207,25 +264,26 @@ class Glossary:
 
     def find(self, text):
         """The terms found in `text` (`Found`), in order, none overlapping:
-        where two overlap the one of more words wins, then the first."""
-        spans = [match.span() for match in _WORD.finditer(text)]
-        if not spans:
+        where two overlap the one of more tokens wins, then the first."""
+        tokens, spans = _tokens(text)
+        if not tokens:
             return []
-        keys = [self._words.key(text[start:end]) for start, end in spans]
+        keys = [self._words.key(token) for token in tokens]
         joined = _SEPARATOR + _SEPARATOR.join(keys) + _SEPARATOR
-        # The index of the word that ends at each separator of `joined`.
+        # The index of the token that ends at each separator of `joined`.
         ends, at = {}, 0
         for index, key in enumerate(keys):
             at += 1 + len(key)
             ends[at] = index
         candidates = []
-        for end, (entry, words) in self._automaton.iter(joined):
-            last = ends.get(end)  # the word whose separator ends the match
+        for end, forms in self._automaton.iter(joined):
+            last = ends.get(end)  # the token whose separator ends the match
             if last is None:
                 continue
-            first = last - words + 1
-            if self._matches_exactly(entry, [text[a:b] for a, b in spans[first:last + 1]]):
-                candidates.append((-(last - first), first, last, entry))
+            first = last - len(forms[0].tokens) + 1
+            entry = self._best(forms, tokens[first:last + 1], _spaced(spans[first:last + 1]))
+            if entry is not None:
+                candidates.append((first - last, first, last, entry))
         found, taken = [], set()
         for _, first, last, entry in sorted(candidates):
             if taken.isdisjoint(range(first, last + 1)):
@@ -233,16 +291,16 @@ class Glossary:
                 found.append(Found(spans[first][0], spans[last][1], self.entries[entry]))
         return sorted(found, key=lambda term: term.start)
 
-    def _matches_exactly(self, index, words):
-        """Whether `words` (a match of entry `index`) hold as written those of
-        its source forms' words that must match exactly (`_exact`)."""
-        entry = self.entries[index]
-        for form in entry.sources:
-            form_words = _WORD.findall(form)
-            if len(form_words) == len(words) and all(
-                    not _exact(want) or want == got for want, got in zip(form_words, words)):
-                return True
-        return False
+    def _best(self, forms, tokens, spaced):
+        """The index of the entry whose form, of `forms` (which share the
+        key of `tokens`), fits `tokens` best (`_Words.fit`, summed; then the
+        first entry), among the forms spaced as `spaced` and whose words
+        that must match as written (`_exact`) do; None where none is."""
+        fitting = [(sum(self._words.fit(want, got) for want, got in zip(form.tokens, tokens)),
+                    form.entry) for form in forms
+                   if form.spaced == spaced and all(
+                       not _exact(want) or want == got for want, got in zip(form.tokens, tokens))]
+        return min(fitting)[1] if fitting else None
 
     def constraints(self, text):
         """What each term found in `text` asks of its translation: a list,

@@ -1,12 +1,20 @@
 """Glossaries (`keras_transformer.glossary`): DeepL's TSV and CSV and TBX
 read, each mistake named by file and line; terms found as whole words, in
 their inflected forms, the longest where two overlap, by the case rules;
-do-not-translate entries asked for verbatim; 100,000 entries matched in one
-pass."""
+terms that share a stem each found where its written form fits best (hand
+written pairs, and every headword pair of Debian's Ding dictionary where it
+is installed); symbols and emoji matched as written; do-not-translate
+entries asked for verbatim; 100,000 entries matched in one pass."""
 
+import collections
+import functools
+import os
+import re
 import time
 
 import pytest
+import simplemma
+import snowballstemmer
 
 from keras_transformer.glossary import Glossary, GlossaryError
 
@@ -61,8 +69,8 @@ def test_deepl_s_tsv_and_csv_and_tbx_are_read(tmp_path):
     ("g.tsv", "Haus\t \n", r"g.tsv, line 1: an entry needs a source and a target term"),
     ("g.tsv", "", r"g.tsv holds no entry"),
     ("g.tsv", "\n\n", r"g.tsv holds no entry"),
-    ("g.tsv", "Bank\tbank\nHaus\thouse\nbank\tshore\n",
-     r"g.tsv, lines 1 and 3: the source term 'bank' has two targets \('bank' and 'shore'\)"),
+    ("g.tsv", "Bank\tbank\nHaus\thouse\nBank\tshore\n",
+     r"g.tsv, lines 1 and 3: the source term 'Bank' has two targets \('bank' and 'shore'\)"),
     ("g.tsv", b"Haus\thouse\n\xff\xfe\n", r"g.tsv is not UTF-8 text"),
     ("g.csv", 'Haus,house\n"Baum,tree\n', r"g.csv, line 2: not CSV"),
     ("g.csv", "Haus,house,de\n", r"g.csv, line 1: a CSV glossary row is source,target or "
@@ -104,6 +112,94 @@ def test_case_rules_and_do_not_translate_entries():
     assert asked == [["keras", "Keras"], ["IBM"], ["riverbank", "Riverbank"]]
     assert [term.entry.sources[0] for term in found] == ["Keras", "IBM", "bank"]
     assert glossary.constraints("the bank and the banks")[0] == [["riverbank", "Riverbank"]]
+
+
+def test_terms_that_share_a_stem_each_get_the_words_their_form_fits():
+    """"Ärger" and "ärgerlich" reduce to one stem: both are kept, and a word
+    goes to the entry whose written form fits it best: the same form (as
+    written, then in another case), then the same lemma, then the stem
+    (then the first entry). Only the same term as written with two targets
+    is refused."""
+    glossary = Glossary.of([("Ärger", "anger"), ("ärgerlich", "annoying"), ("Arm", "arm"),
+                            ("arm", "poor"), ("Haus", "house"), ("Haus", "house")], "de")
+    assert len(glossary) == 5  # (the same entry twice is one)
+    assert _terms(glossary, "Sein Ärger ist ärgerlich. Ärgerlich!") == [
+        ("Ärger", ("anger",)), ("ärgerlich", ("annoying",)), ("Ärgerlich", ("annoying",))]
+    # The same lemma: "ärgerliche" is a form of "ärgerlich", "Ärgers" of "Ärger".
+    assert _terms(glossary, "eine ärgerliche Sache voller Ärgers") == [
+        ("ärgerliche", ("annoying",)), ("Ärgers", ("anger",))]
+    # Lemmas in their case: "arme" is the adjective's, "Arme" the noun's.
+    assert _terms(glossary, "Der arme Mann hebt die Arme.") == [
+        ("arme", ("poor",)), ("Arme", ("arm",))]
+    # The stem alone ("ärgern", a verb, fits neither better): the first entry.
+    assert _terms(glossary, "Sie ärgern sich.") == [("ärgern", ("anger",))]
+    with pytest.raises(GlossaryError, match=r"lines 1 and 2: the source term 'Ärger' has two "
+                                            r"targets \('anger' and 'worry'\)"):
+        Glossary.of([("Ärger", "anger"), ("Ärger", "worry")], "de")
+    kept = Glossary.of([("Ärger", "anger"), ("Ärger|Sorge", "worry")], "de", keep_first=True)
+    assert _terms(kept, "Ärger und Sorge") == [("Ärger", ("anger",)), ("Sorge", ("worry",))]
+
+
+DING = "/usr/share/trans/de-en"
+
+
+@functools.lru_cache(maxsize=None)
+def _stem(word, stemmer=snowballstemmer.stemmer("german")):
+    """A German word as the module docstring says terms are compared: its
+    lemma, lower case, reduced to its Snowball stem."""
+    return stemmer.stemWord(simplemma.lemmatize(word, lang="de").lower())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isfile(DING), reason=f"Ding's dictionary is not installed at "
+                                                     f"{DING} (apt-get install trans-de-en)")
+def test_a_glossary_of_ding_s_headword_pairs_loads_and_each_term_finds_its_own_entry():
+    """Every headword pair of Ding (the first German and English synonym of
+    each line's first sub-entry, `data.ding.parse_line`), one target per
+    German term as written, as a CAT tool exports a glossary: thousands of
+    its terms share their stems with another term of another target, and
+    each is found in its own written form as its own entry. The same
+    German term with two targets, as Ding lists many, is refused."""
+    from keras_transformer.data.ding import parse_line  # (TensorFlow Datasets': slow to import)
+
+    every, pairs = [], {}
+    with open(DING, encoding="utf-8", errors="replace") as file:
+        for line in file:
+            found = parse_line(line)
+            if found:
+                every.append(found[0])
+                pairs.setdefault(*found[0])
+    glossary = Glossary.of(pairs.items(), "de", name="Ding's headwords")
+    assert len(glossary) == len(pairs) > 100_000
+    shared = collections.defaultdict(list)
+    for source, target in pairs.items():
+        shared[tuple(_stem(token) if re.match(r"\w", token) else token
+                     for token in re.findall(r"\w+|[^\w\s]", source))].append((source, target))
+    colliding = [(source, target) for found in shared.values()
+                 if len({target for _, target in found}) > 1 for source, target in found]
+    assert len(colliding) > 5000, len(colliding)
+    for source, target in colliding:
+        assert [(text, targets) for text, targets in _terms(glossary, source)] == [
+            (source, (target,))], source
+    with pytest.raises(GlossaryError, match=r"lines \d+ and \d+: the source term '.+' has two "
+                                            r"targets"):
+        Glossary.of(every, "de", name="Ding's headwords")
+
+
+def test_symbols_and_emoji_are_terms_matched_as_written():
+    """An entry that is not a word ("🪨", "→", "C++", as DeepL takes any
+    text) is accepted and matched as written: its symbols in their places,
+    spaced as it spaces them; its words by the word rules. A typographic
+    apostrophe counts as the plain one."""
+    glossary = Glossary.of([("🪨", "rock"), ("→", "→"), ("C++", "C++"), ("E-Mail", "email"),
+                            ("AT&T", "AT&T")], "de")
+    assert _terms(glossary, "C++ und C, 🪨→Haus; zwei E-Mails bei AT&T") == [
+        ("C++", ("C++",)), ("🪨", ("rock",)), ("→", ("→",)), ("E-Mails", ("email",)),
+        ("AT&T", ("AT&T",))]
+    assert _terms(glossary, "C + + und C, E - Mail, AT & T, Vitamin C") == []
+    assert glossary.constraints("Ich lerne C++ 🪨")[0] == [["C++"], ["rock", "Rock"]]
+    french = Glossary.of([("l'ordinateur", "the computer")], "fr")
+    assert _terms(french, "Il allume l’ordinateur.") == [("l’ordinateur", ("the computer",))]
 
 
 def test_a_hundred_thousand_entries_are_matched_in_one_pass():

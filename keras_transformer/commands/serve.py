@@ -17,10 +17,11 @@ alternatives for the next best), POST /detect, POST /translate_file (.txt,
 /frontend/settings, POST /suggest, GET /spec (OpenAPI), GET /health, and
 GET /models, GET /metrics (Prometheus), GET / (the page), with CORS
 headers on every answer. DeepL's API is served beside it under /v2 and
-/v3 (translate, languages, usage, glossaries kept in --glossaries-dir,
-documents), for DeepL's clients given the server's URL. A pair no model
-translates, but two do through
-English, goes through English. Texts are split into sentences, HTML into
+/v3 (translate, languages, usage, glossaries, documents; kept in
+--state-dir, which replicas share), for DeepL's clients given the server's
+URL; with --api-keys, each key's glossaries, documents and usage are its
+own. A pair no model translates, but two do through English, goes through
+English. Texts are split into sentences, HTML into
 the text of its blocks with its markup kept. Sentences of concurrent
 requests are translated together, in each model's own queue: a batch takes
 what is waiting, up to --batch-tokens, at once on an idle server, else once
@@ -50,6 +51,15 @@ cli.use_tensorflow_backend()
 
 
 INTERRUPTED = "the server stopped after answering the requests in flight"
+
+KEEP_ALIVE = 75.0
+"""Seconds an idle connection is kept for the client's next request
+(`--keep-alive`; uvicorn's own default is 5). A server that closes a
+connection just as its client sends the next request on it drops that
+request: deepl-node polls a document every 5 s on connections it keeps
+open, so a server closing them after 5 s idle drops its polls ("socket
+hang up"). 75 s is nginx's default, longer than clients' polls and than
+load balancers' idle timeouts (60 s)."""
 
 
 def parser():
@@ -96,6 +106,11 @@ def parser():
     limits.add_argument("--files-dir",
                         help="where translated files wait to be downloaded (default: a "
                              "temporary folder)")
+    limits.add_argument("--keep-alive", metavar="SECONDS", type=cli.positive_float,
+                        default=KEEP_ALIVE,
+                        help="how long an idle connection is kept open for the client's next "
+                             "request (longer than a load balancer's idle timeout, and than "
+                             "the 5 s between deepl-node's polls of a document)")
     limits.add_argument("--cors-origins", metavar="ORIGIN", nargs="+", default=["*"],
                         help="the origins whose pages may call the server (such as "
                              "https://example.org); * for any")
@@ -107,7 +122,8 @@ def parser():
     libre.add_argument("--api-keys-optional", action="store_true",
                        help="with --api-keys: a request without a key is let in at the "
                             "server's limits (a wrong key is still refused), as "
-                            "LibreTranslate's --api-keys")
+                            "LibreTranslate's --api-keys; on DeepL's API, the requests "
+                            "without a key keep their glossaries and documents apart")
     libre.add_argument("--char-limit", type=_limit, default=-1,
                        help="characters a text may hold")
     libre.add_argument("--req-limit", type=_limit, default=-1,
@@ -126,22 +142,41 @@ def parser():
     libre.add_argument("--disable-files-translation", action="store_true",
                        help="POST /translate_file answers 403")
     libre.add_argument("--metrics", action="store_true",
-                       help="accepted for LibreTranslate's command lines: /metrics is always "
-                            "served")
+                       help="/metrics also gives LibreTranslate's own metrics "
+                            "(libretranslate_http_request_duration_seconds, "
+                            "libretranslate_http_requests_in_flight), which its dashboards "
+                            "read; ours are always served")
     libre.add_argument("--metrics-auth-token", metavar="TOKEN",
                        help="/metrics then needs Authorization: Bearer TOKEN")
     deepl = p.add_argument_group("DeepL's API (/v2, /v3)")
-    deepl.add_argument("--glossaries-dir",
-                       help="where the glossaries DeepL's clients create are kept, across "
-                            "restarts and shared by servers given the same folder (default: "
+    deepl.add_argument("--state-dir", metavar="DIR",
+                       help="where the glossaries, documents and usage of DeepL's clients are "
+                            "kept (DIR/glossaries, DIR/documents, DIR/usage), across restarts "
+                            "and shared by servers given the same folder: replicas (default: "
                             "a temporary folder)")
+    deepl.add_argument("--glossaries-dir", metavar="DIR",
+                       help="where the glossaries are kept instead of --state-dir's "
+                            "glossaries, across restarts and shared by servers given the same "
+                            "folder")
     deepl.add_argument("--max-glossaries", type=cli.positive_int, default=1000,
-                       help="glossaries kept at most")
+                       help="glossaries kept at most, of every key together")
+    deepl.add_argument("--max-glossaries-per-key", type=cli.positive_int,
+                       help="glossaries one key may keep, and the requests without a key "
+                            "together (default: --max-glossaries shared evenly among the "
+                            "keys of --api-keys, and the keyless with --api-keys-optional)")
+    deepl.add_argument("--assign-glossaries", metavar="KEY",
+                       help="with --api-keys: give the glossaries kept (--state-dir, "
+                            "--glossaries-dir) that "
+                            "have no owner (kept before glossaries belonged to keys, or by a "
+                            "server without --api-keys) to KEY, one of the keys, at start "
+                            "(else every key shares them)")
     deepl.add_argument("--char-quota", type=cli.positive_int,
-                       help="characters a key may translate while the server runs; beyond, "
-                            "456 (default: no quota)")
+                       help="characters a key may translate (counted in --state-dir, by "
+                            "every server on it, since it was made); beyond, 456 (default: "
+                            "no quota)")
     deepl.add_argument("--max-documents", type=cli.positive_int, default=32,
-                       help="documents handed in and not yet fetched; beyond, 429")
+                       help="documents handed in and not yet fetched, of every server on "
+                            "--state-dir; beyond, 429")
     p.add_argument("--glossary", metavar="NAME[:SOURCE-TARGET]=FILE", action="append",
                    default=[],
                    help="a glossary requests may name in their glossary field (a .tsv, .csv or "
@@ -204,6 +239,9 @@ def main():
     args = p.parse_args()
     if args.api_keys_optional and not args.api_keys:
         p.error("--api-keys-optional goes with --api-keys FILE")
+    if args.assign_glossaries is not None and not (args.api_keys and glossaries_folder(args)):
+        p.error("--assign-glossaries goes with --api-keys FILE and --glossaries-dir DIR (or "
+                "--state-dir DIR)")
     decoding = runtimes.Decoding(args.beam_size, args.alpha, args.decode_margin, guard=args.guard)
     chosen = []
     for model in args.models:
@@ -224,16 +262,22 @@ def main():
     except ImportError as error:
         raise ImportError(f"serve needs {error.name}: pip install "
                           "\"keras-transformer[serve]\"") from None
-    if args.api_keys:
-        read_keys(args.api_keys)  # a mistake in the file, named before the models load
-    if args.glossaries_dir:
-        try:
-            os.makedirs(args.glossaries_dir, exist_ok=True)
-        except OSError as error:
-            raise ValueError(f"Cannot use --glossaries-dir {args.glossaries_dir}: "
-                             f"{error.strerror or error}") from None
-        if not os.access(args.glossaries_dir, os.W_OK):
-            raise ValueError(f"Cannot write to --glossaries-dir {args.glossaries_dir}.")
+    if args.api_keys:  # a mistake in the file, named before the models load
+        if args.assign_glossaries not in (None, *read_keys(args.api_keys)):
+            raise ValueError(f"--assign-glossaries: that key is not one of --api-keys "
+                             f"{args.api_keys}.")
+    for option, folder in (("--state-dir", args.state_dir),
+                           ("--glossaries-dir", args.glossaries_dir)):
+        if folder:
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError as error:
+                raise ValueError(f"Cannot use {option} {folder}: "
+                                 f"{error.strerror or error}") from None
+            if not os.access(folder, os.W_OK):
+                raise ValueError(f"Cannot write to {option} {folder}.")
+    if glossaries_folder(args):
+        own_glossaries(args)
     share_cores(args.workers * len(args.models))
     decoding_kernels()
     models = []
@@ -260,6 +304,37 @@ def main():
     finally:  # a lone search still compiling: ended before Python ends
         for model in models:
             model.runtime.stop_compiling()
+
+
+def glossaries_folder(args):
+    """Where DeepL's API keeps its glossaries: --glossaries-dir, else
+    --state-dir's glossaries (`app.Settings`); None for a temporary
+    folder."""
+    return args.glossaries_dir or (args.state_dir and os.path.join(args.state_dir, "glossaries"))
+
+
+def own_glossaries(args):
+    """With --api-keys, what becomes of the kept glossaries
+    (`glossaries_folder`) that have no owner (`glossary_store`): given to
+    the key of --assign-glossaries, else shared by every key, which one
+    warning line says (without --api-keys the server has one tenant, whose
+    they are). The serve extra installed: `main` checks it."""
+    if not args.api_keys:
+        return
+    from keras_transformer.serving.glossary_store import GlossaryStore
+
+    store = GlossaryStore(glossaries_folder(args))
+    named = (f"--glossaries-dir {args.glossaries_dir}" if args.glossaries_dir
+             else f"--state-dir {args.state_dir}")
+    if args.assign_glossaries is not None:
+        count = store.assign(store.owner(args.assign_glossaries))
+        print(f"Gave the {count} glossaries of {named} that had no owner to the "
+              "key of --assign-glossaries", flush=True)
+    elif count := store.shared():
+        cli.warn(f"{count} glossaries in {named} have no owner "
+                 "(kept before glossaries belonged to keys, or by a server without --api-keys): "
+                 "every key lists, uses, changes and deletes them; start once with "
+                 "--assign-glossaries KEY to make them that key's alone.")
 
 
 def read_glossaries(parser, args, pairs, runtime_names):
@@ -317,14 +392,17 @@ def server_config(args, models, glossaries=None):
                                 args.char_limit if args.char_limit > 0 else 5000)
         if args.suggestions else None,
         files_translation=not args.disable_files_translation,
-        metrics_token=args.metrics_auth_token,
+        metrics_token=args.metrics_auth_token, libretranslate_metrics=args.metrics,
         glossaries={name: ServedGlossary(*found) for name, found in (glossaries or {}).items()},
-        glossaries_dir=args.glossaries_dir, max_glossaries=args.max_glossaries,
-        char_quota=args.char_quota, max_documents=args.max_documents)
+        state_dir=args.state_dir, glossaries_dir=args.glossaries_dir,
+        max_glossaries=args.max_glossaries,
+        max_glossaries_per_key=args.max_glossaries_per_key, char_quota=args.char_quota,
+        max_documents=args.max_documents)
     # uvicorn's HTTP parser refuses request heads over 16 KiB with a bare 400;
     # deep-translator sends whole texts in the query string, so the parser
     # takes up to --max-query-bytes and the application answers beyond it
     # (a 414 in LibreTranslate's error body).
     return uvicorn.Config(create_app(settings), host=args.host, port=args.port,
                           access_log=args.access_log, log_level="info",
-                          h11_max_incomplete_event_size=args.max_query_bytes + 65536)
+                          h11_max_incomplete_event_size=args.max_query_bytes + 65536,
+                          timeout_keep_alive=args.keep_alive)

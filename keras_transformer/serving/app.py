@@ -94,20 +94,32 @@ class Settings:
         files_translation: whether /translate_file translates (else 403).
         metrics_token: a token /metrics then needs (`Authorization: Bearer
             TOKEN`), or None.
+        libretranslate_metrics: whether /metrics also gives LibreTranslate's
+            own metrics (`metrics.LibreTranslateMetrics`; its --metrics).
 
     Glossaries:
         glossaries: `{name: ServedGlossary}` requests may name.
         max_glossary_entries: entries a request's own glossary may hold.
 
     DeepL's API:
-        glossaries_dir: where its glossaries are kept (default: a temporary
-            folder, gone with the process).
-        max_glossaries: glossaries kept at most.
+        state_dir: where its glossaries, documents and usage are kept, in
+            the subfolders glossaries, documents and usage, shared by the
+            servers given the same folder (default: a temporary folder of
+            this process).
+        glossaries_dir: where its glossaries are kept instead (default:
+            `state_dir`'s glossaries).
+        max_glossaries: glossaries kept at most, of every key together.
+        max_glossaries_per_key: glossaries one key (or, with
+            `keys_required` false, the requests without a key together)
+            may keep (default: `max_glossaries` shared evenly among them,
+            so that no key can take every slot).
         max_stored_glossary_entries: entries one glossary may hold.
         max_glossary_bytes: the largest body creating a glossary (413
             beyond).
-        char_quota: characters a key may translate (456 beyond), or None.
-        max_documents: documents handed in and not yet fetched (429 beyond).
+        char_quota: characters a key (a tenant: `usage`) may translate (456
+            beyond), or None.
+        max_documents: documents handed in and not yet fetched, of every
+            server on `state_dir` (429 beyond).
     """
 
     def __init__(self, models, api_keys=None, keys_required=True, max_request_bytes=262144,
@@ -115,10 +127,12 @@ class Settings:
                  batch_tokens=None, max_wait=0.03, workers=2, retry_after=1, files_dir=None,
                  kept_files=100, cors_origins=("*",), char_limit=NO_LIMIT, req_limit=NO_LIMIT,
                  batch_limit=NO_LIMIT, alternatives_limit=NO_LIMIT, suggestions=None,
-                 files_translation=True, metrics_token=None, glossaries=None,
+                 files_translation=True, metrics_token=None, libretranslate_metrics=False,
+                 glossaries=None,
                  max_glossary_entries=10000, glossaries_dir=None, max_glossaries=1000,
-                 max_stored_glossary_entries=100000, max_glossary_bytes=8 * 2**20,
-                 char_quota=None, max_documents=32):
+                 max_glossaries_per_key=None, max_stored_glossary_entries=100000,
+                 max_glossary_bytes=8 * 2**20, char_quota=None, max_documents=32,
+                 state_dir=None):
         self.models = list(models)
         pairs = [(model.source, model.target) for model in self.models]
         if not self.models or len(set(pairs)) < len(pairs):
@@ -146,12 +160,16 @@ class Settings:
         self.suggestions = suggestions
         self.files_translation = files_translation
         self.metrics_token = metrics_token
+        self.libretranslate_metrics = libretranslate_metrics
         self.glossaries = dict(glossaries or {})
         self.max_glossary_entries = max_glossary_entries
         self.glossaries_dir, self.max_glossaries = glossaries_dir, max_glossaries
+        owners = 1 if api_keys is None else len(api_keys) + (not keys_required)
+        self.max_glossaries_per_key = max_glossaries_per_key or max(max_glossaries // owners, 1)
         self.max_stored_glossary_entries = max_stored_glossary_entries
         self.max_glossary_bytes = max_glossary_bytes
         self.char_quota, self.max_documents = char_quota, max_documents
+        self.state_dir = state_dir
 
 
 def create_app(settings):

@@ -8,8 +8,9 @@ on the same models, queues, documents and glossaries.
                                     "DE", "text": "Good morning!",
                                     "billed_characters": 13}]}
     GET  /v2/languages          ?type=source|target
-    GET  /v2/usage              characters translated per key (and --char-quota)
-    GET  /v2/glossary-language-pairs
+    GET  /v2/usage              characters translated per key, and the limit
+                                (--char-quota, else DeepL's very large number)
+    GET  /v2/glossary-language-pairs   the pairs glossaries are made for
     POST /v2/glossaries         {name, source_lang, target_lang, entries,
                                 entries_format}; GET (list), GET/DELETE /{id},
                                 GET /{id}/entries (TSV)
@@ -27,15 +28,36 @@ lists; a tag list in a form may also be comma-separated). The key comes as
 `Authorization: DeepL-Auth-Key KEY` or in the legacy `auth_key` field,
 checked against the same keys file as LibreTranslate's (`--api-keys`).
 
+What a client keeps is its own, as on DeepL it is its account's: with
+`--api-keys`, a glossary or a document belongs to the key that made it (the
+requests without a key, with `--api-keys-optional`, are one owner apart
+from every key), and any other key is answered as if it did not exist: a
+404, or for a `glossary_id` in a translation the 400 "Glossary not found"
+that DeepL answers for an unknown id. The glossaries kept before they had
+owners are shared by every key (`glossary_store`). Without `--api-keys`,
+the server has one tenant. Usage and `--char-quota` count per tenant
+alike (`usage`).
+
+What it keeps is kept on disk, in `--state-dir` (`app.Settings.state_dir`):
+glossaries (`glossary_store`), documents (`document_jobs`) and usage
+(`usage`), each written whole and changed under its folder's lock, so that
+servers given the same folder (replicas) share them and a restart finds
+them: a document handed in to one replica is polled and fetched from
+another.
+
 What is obeyed: `source_lang` (else each text's language detected and
 given back), `target_lang` and its variants (EN-GB, EN-US, PT-BR, PT-PT:
 the served base language), `split_sentences` (0, 1, nonewlines; for plain
 text), `tag_handling` html or xml with `ignore_tags`, `non_splitting_tags`
 and `splitting_tags`, and `glossary_id` (the constrained search). What is
 accepted and ignored: `context`, `preserve_formatting` (the text's own
-whitespace is always kept), `outline_detection`, `model_type`, and
-`formality` default, prefer_more and prefer_less (more and less are
-refused, as DeepL refuses them for a language without formality).
+whitespace is always kept), `outline_detection`, `model_type` (answered
+with `model_type_used`, as DeepL answers it: one model a pair serves
+either way), and `formality` default, prefer_more and prefer_less (more
+and less are refused, as DeepL refuses them for a language without
+formality). A v3 glossary's dictionaries come as a JSON list, or as a
+form's `dictionaries[N].source_lang` (and so on) fields, as deepl-node
+sends them.
 
 Errors are `{"message": "..."}`, one line, with DeepL's statuses: 400, 403
 (a key missing or not known), 404, 413 (a body over the server's limit),
@@ -46,6 +68,7 @@ document not yet translated).
 
 import asyncio
 import os
+import re
 import tempfile
 import urllib.parse
 
@@ -57,9 +80,10 @@ from keras_transformer.documents.html import Markup
 from keras_transformer.serving import bodies
 from keras_transformer.serving.document_jobs import DocumentJobs
 from keras_transformer.serving.errors import Refused, exception_handlers
-from keras_transformer.serving.glossary_store import GlossaryStore, read_dictionary
+from keras_transformer.serving.glossary_store import ANONYMOUS, GlossaryStore, read_dictionary
 from keras_transformer.serving.limits import RequestLimits
 from keras_transformer.serving.service import FILE_FORMATS, language_name
+from keras_transformer.serving.usage import Usage
 
 PREFIXES = ("/v2/", "/v3/")
 """Where the server mounts this API."""
@@ -81,9 +105,22 @@ LISTS = ("text", "ignore_tags", "non_splitting_tags", "splitting_tags")
 FORMALITIES = ("default", "prefer_more", "prefer_less")
 """The formality values accepted for a language without formality."""
 
-MODEL_TYPES = ("quality_optimized", "prefer_quality_optimized", "latency_optimized")
+MODEL_TYPES = {"quality_optimized": "quality_optimized",
+               "prefer_quality_optimized": "quality_optimized",
+               "latency_optimized": "latency_optimized"}
+"""Each `model_type` DeepL takes, and the `model_type_used` answered for it
+(one model a pair serves either way)."""
+
+NO_CHARACTER_LIMIT = 10**12
+"""The `character_limit` of /v2/usage without --char-quota: DeepL's answer
+for an account without a limit, a very large number (its clients read the
+limit with the count, and give no usage without it)."""
 
 SPLITS = {"0": False, "1": True, "nonewlines": True}
+
+_DICTIONARY_FIELD = re.compile(r"dictionaries\[(\d{1,6})\](?:\.(\w+)|\[(\w+)\])")
+"""A form's field of one dictionary of a v3 glossary, as deepl-node names it
+(`dictionaries[0].source_lang`; also `dictionaries[0][source_lang]`)."""
 
 AUTH_PREFIX = "DeepL-Auth-Key "
 
@@ -123,6 +160,21 @@ def _text(fields, name, default=None):
     return value
 
 
+def _dictionaries(fields):
+    """A v3 glossary's `dictionaries`: a JSON body's list, or a form's
+    `dictionaries[N].NAME` fields (`_DICTIONARY_FIELD`, as deepl-node sends
+    them) gathered into one object a dictionary, in the order of N; None
+    where none is sent."""
+    if "dictionaries" in fields:
+        return fields["dictionaries"]
+    found = {}
+    for name, value in fields.items():
+        match = _DICTIONARY_FIELD.fullmatch(name)
+        if match:
+            found.setdefault(int(match[1]), {})[match[2] or match[3]] = value
+    return [found[index] for index in sorted(found)] or None
+
+
 def _flag(value, name):
     """A boolean field: a JSON boolean, or 0/1 (also "true"/"false")."""
     if value is None or isinstance(value, bool):
@@ -139,13 +191,19 @@ class DeeplApi:
 
     def __init__(self, service, settings):
         self.service, self.settings = service, settings
-        folder = settings.glossaries_dir or tempfile.mkdtemp(prefix="keras-transformer-glossaries-")
-        self.glossaries = GlossaryStore(folder, settings.max_glossaries,
-                                        settings.max_stored_glossary_entries)
-        self.documents = DocumentJobs(service, settings.max_documents)
+        state = settings.state_dir or tempfile.mkdtemp(prefix="keras-transformer-state-")
+        self.glossaries = GlossaryStore(settings.glossaries_dir
+                                        or os.path.join(state, "glossaries"),
+                                        settings.max_glossaries,
+                                        settings.max_stored_glossary_entries,
+                                        settings.max_glossaries_per_key)
+        self.characters = Usage(os.path.join(state, "usage"), settings.char_quota)
+        """Characters translated per tenant (`/v2/usage`, `--char-quota`)."""
+        self.documents = DocumentJobs(
+            service, os.path.join(state, "documents"), self.glossaries.compiled,
+            lambda owner, count: self.characters.charge(owner, count, whatever_the_quota=True),
+            settings.max_documents)
         self.limits = RequestLimits(settings.req_limit)
-        self.characters = {}
-        """Characters translated per key since the server started."""
 
     def start(self):
         self.documents.start()
@@ -210,16 +268,27 @@ class DeeplApi:
         self.limits.spend(client, 1, limit)
         return key
 
-    def _charge(self, key, characters):
-        """Counts `characters` against `key`'s quota (a 456 where the quota
-        is spent); returns the count."""
-        used = self.characters.get(key, 0)
-        quota = self.settings.char_quota
-        if quota is not None and used + characters > quota:
-            raise Refused(456, "Quota for this billing period has been exceeded "
-                               f"({used} of {quota} characters used)")
-        self.characters[key] = used + characters
-        return characters
+    async def _owner(self, key):
+        """Whose glossaries and documents a request with `key` (`_key`)
+        reaches: None where the server has one tenant (no --api-keys),
+        `ANONYMOUS` for a request without a key (--api-keys-optional), else
+        the key's digest (`GlossaryStore.owner`: a scrypt the first time,
+        off the event loop)."""
+        if self.settings.api_keys is None:
+            return None
+        if not key:
+            return ANONYMOUS
+        return await asyncio.to_thread(self.glossaries.owner, key)
+
+    async def _tenant(self, request, max_body_bytes=None):
+        """`(fields, owner)` of a request let in by `_key`."""
+        fields = await self._fields(request, max_body_bytes)
+        return fields, await self._owner(self._key(request, fields))
+
+    async def _charge(self, owner, characters):
+        """Counts `characters` in `owner`'s usage, or a 456 where that would
+        take it over `--char-quota` (`usage.Usage.charge`)."""
+        await asyncio.to_thread(self.characters.charge, owner, characters)
 
     def _source(self, value, required=False):
         """A `source_lang` field as a served source language, or None (to
@@ -247,9 +316,10 @@ class DeeplApi:
             raise Refused(400, "Value for 'target_lang' not supported.")
         return base.lower()
 
-    async def _pair_glossary(self, glossary_id, source, target):
-        """The compiled glossary `glossary_id` for `source` -> `target` (a
-        400 for an unknown id, as DeepL's translate answers it)."""
+    async def _pair_glossary(self, glossary_id, source, target, owner):
+        """The compiled glossary `glossary_id` for `source` -> `target`, if
+        `owner` (`_owner`) reaches it (else a 400, as DeepL's translate
+        answers an unknown id)."""
         if not isinstance(glossary_id, str):
             raise Refused(400, "Value for 'glossary_id' not supported.")
         if source is None:
@@ -257,7 +327,8 @@ class DeeplApi:
                                "specified")
         self.service.glossary_route(source, target)
         try:  # (compiling a large glossary takes a while: off the event loop)
-            return await asyncio.to_thread(self.glossaries.compiled, glossary_id, source, target)
+            return await asyncio.to_thread(self.glossaries.compiled, glossary_id, source,
+                                           target, owner)
         except Refused as refusal:
             if refusal.status == 404:
                 raise Refused(400, "Glossary not found") from None
@@ -266,8 +337,7 @@ class DeeplApi:
     # ------------------------------------------------------------ translating
 
     async def translate(self, request):
-        fields = await self._fields(request)
-        key = self._key(request, fields)
+        fields, owner = await self._tenant(request)
         texts = fields.get("text")
         if isinstance(texts, str):
             texts = [texts]
@@ -277,7 +347,7 @@ class DeeplApi:
             raise Refused(400, "Value for 'text' not supported: give a list of strings")
         target = self._target(fields.get("target_lang"))
         source = self._source(fields.get("source_lang"))
-        self._check_options(fields)
+        model_type_used = self._options(fields)
         tag_handling = _text(fields, "tag_handling", "") or ""
         if tag_handling not in ("", "html", "xml"):
             raise Refused(400, "Value for 'tag_handling' not supported.")
@@ -293,22 +363,24 @@ class DeeplApi:
         else:
             reading = {"split": SPLITS[split], "lines": split == "1"}
         glossary_id = fields.get("glossary_id")
-        glossary = (await self._pair_glossary(glossary_id, source, target)
+        glossary = (await self._pair_glossary(glossary_id, source, target, owner)
                     if glossary_id not in (None, "") else None)
         if source is not None:
             self.service.route(source, target)
-        self._charge(key, sum(len(text) for text in texts))
+        await self._charge(owner, sum(len(text) for text in texts))
         translations, _, detections, _ = await self.service.translate_texts(
             texts, source or "auto", target, tag_handling or "text", 1, glossary, reading)
+        used = {"model_type_used": model_type_used} if model_type_used else {}
         return JSONResponse({"translations": [
             {"detected_source_language": (source or (detection or {}).get("language")
                                           or self.service.routes.sources[0]).upper(),
-             "text": translation, "billed_characters": len(text)}
+             "text": translation, "billed_characters": len(text), **used}
             for text, translation, detection in zip(texts, translations, detections)]})
 
-    def _check_options(self, fields):
+    def _options(self, fields):
         """DeepL's options that change nothing here, refused where DeepL
-        refuses them."""
+        refuses them; returns the `model_type_used` to answer (`MODEL_TYPES`;
+        None where `model_type` is not sent: DeepL then leaves it out)."""
         formality = _text(fields, "formality", "default")
         if formality in ("more", "less"):
             raise Refused(400, "'formality' is not supported for given 'target_lang'.")
@@ -321,6 +393,7 @@ class DeeplApi:
             _flag(fields.get(name), name)
         if not isinstance(fields.get("context", ""), str):
             raise Refused(400, "Value for 'context' not supported.")
+        return MODEL_TYPES.get(model_type)
 
     # ------------------------------------------------------------ languages, usage
 
@@ -354,12 +427,12 @@ class DeeplApi:
         if resource not in ("translate_text", "translate_document", "glossary"):
             raise Refused(400, "Missing or invalid argument: resource")
         routes = self.service.routes
-        pairs = (set(routes.direct) if resource == "glossary"
+        pairs = (routes.glossaries if resource == "glossary"
                  else {(source, target) for source in routes.sources
                        for target in routes.targets(source)})
         sources = {source for source, _ in pairs}
         targets = {target for _, target in pairs}
-        in_glossaries = {code for pair in routes.direct for code in pair}
+        in_glossaries = {code for pair in routes.glossaries for code in pair}
         stable = {"status": "stable"}
         listed = []
         for code in routes.languages:
@@ -381,18 +454,21 @@ class DeeplApi:
         return JSONResponse(listed)
 
     async def usage(self, request):
-        fields = await self._fields(request)
-        key = self._key(request, fields)
-        answer = {"character_count": self.characters.get(key, 0)}
-        if self.settings.char_quota is not None:
-            answer["character_limit"] = self.settings.char_quota
-        return JSONResponse(answer)
+        """What the request's tenant has translated (of every replica on
+        the folder, since the folder was made) and its limit."""
+        _, owner = await self._tenant(request)
+        count = await asyncio.to_thread(self.characters.count, owner)
+        return JSONResponse({"character_count": count,
+                             "character_limit": self.settings.char_quota or NO_CHARACTER_LIMIT})
 
     async def glossary_pairs(self, request):
+        """The pairs a glossary may be made for: those one model translates
+        and obeys glossaries on (`service._Routes.glossaries`), which are
+        the pairs `_dictionary` accepts."""
         self._key(request, await self._fields(request))
         return JSONResponse({"supported_languages": [
             {"source_lang": source, "target_lang": target}
-            for source, target in sorted(self.service.routes.direct)]})
+            for source, target in sorted(self.service.routes.glossaries)]})
 
     # ------------------------------------------------------------ glossaries
 
@@ -403,13 +479,18 @@ class DeeplApi:
 
     def _dictionary(self, fields):
         """A `glossary_store.Dictionary` of the fields `source_lang`,
-        `target_lang`, `entries` and `entries_format`, for a pair one model
-        translates."""
+        `target_lang`, `entries` and `entries_format`, for a pair of
+        /v2/glossary-language-pairs (one model translates it and obeys
+        glossaries)."""
         source = self._glossary_language(fields.get("source_lang"), "source_lang")
         target = self._glossary_language(fields.get("target_lang"), "target_lang")
-        if (source, target) not in self.service.routes.direct:
-            raise Refused(400, f"Unsupported glossary source and target language pair: no "
-                               f"model here translates {source} to {target}")
+        if (source, target) not in self.service.routes.glossaries:
+            model = self.service.routes.direct.get((source, target))
+            raise Refused(400, "Unsupported glossary source and target language pair: " + (
+                f"the {source}-{target} model's search obeys no glossary (its "
+                f"{model.runtime.name} runtime{', with --slots' if model.runtime.slots else ''}"
+                "; the keras runtime's batches do)" if model else
+                f"no model here translates {source} to {target}"))
         entries = fields.get("entries")
         if entries is None:
             raise Refused(400, "Parameter 'entries' not specified.")
@@ -422,11 +503,6 @@ class DeeplApi:
         if not isinstance(name, str) or not name.strip():
             raise Refused(400, "Missing or invalid argument: name")
         return name
-
-    async def _glossary_fields(self, request):
-        fields = await self._fields(request, self.settings.max_glossary_bytes)
-        self._key(request, fields)
-        return fields
 
     @staticmethod
     def _info_v2(glossary):
@@ -445,40 +521,40 @@ class DeeplApi:
                 "creation_time": glossary.creation_time}
 
     async def create_glossary(self, request):
-        fields = await self._glossary_fields(request)
+        fields, owner = await self._tenant(request, self.settings.max_glossary_bytes)
         name = self._name(fields)
         glossary = await asyncio.to_thread(self.glossaries.create, name,
-                                           [self._dictionary(fields)])
+                                           [self._dictionary(fields)], owner)
         return JSONResponse(self._info_v2(glossary), status_code=201)
 
     async def list_glossaries(self, request):
-        self._key(request, await self._fields(request))
-        found = await asyncio.to_thread(self.glossaries.list)
+        _, owner = await self._tenant(request)
+        found = await asyncio.to_thread(self.glossaries.list, owner)
         return JSONResponse({"glossaries": [self._info_v2(glossary) for glossary in found]})
 
     async def glossary(self, request):
-        self._key(request, await self._fields(request))
+        _, owner = await self._tenant(request)
         glossary_id = request.path_params["glossary_id"]
         if request.method == "DELETE":
-            await asyncio.to_thread(self.glossaries.delete, glossary_id)
+            await asyncio.to_thread(self.glossaries.delete, glossary_id, owner)
             return Response(status_code=204)
-        return JSONResponse(self._info_v2(self.glossaries.get(glossary_id)))
+        return JSONResponse(self._info_v2(self.glossaries.get(glossary_id, owner)))
 
     async def glossary_entries(self, request):
-        self._key(request, await self._fields(request))
+        _, owner = await self._tenant(request)
         accepted = request.headers.get("accept", "*/*")
         if not any(kind.split(";")[0].strip() in ("text/tab-separated-values", "*/*", "text/*")
                    for kind in accepted.split(",")):
             raise Refused(415, "No supported media type specified in Accept header")
-        glossary = self.glossaries.get(request.path_params["glossary_id"])
+        glossary = self.glossaries.get(request.path_params["glossary_id"], owner)
         first = glossary.dictionaries[0] if glossary.dictionaries else None
         return Response(_tsv(first.entries if first else []),
                         media_type="text/tab-separated-values; charset=UTF-8")
 
     async def create_glossary_v3(self, request):
-        fields = await self._glossary_fields(request)
+        fields, owner = await self._tenant(request, self.settings.max_glossary_bytes)
         name = self._name(fields)
-        dictionaries = fields.get("dictionaries")
+        dictionaries = _dictionaries(fields)
         if not dictionaries:
             raise Refused(400, "Parameter 'dictionaries' not specified.")
         if not isinstance(dictionaries, list) or not all(isinstance(found, dict)
@@ -488,52 +564,51 @@ class DeeplApi:
         read = [self._dictionary(found) for found in dictionaries]
         if len({(found.source, found.target) for found in read}) < len(read):
             raise Refused(400, "Two dictionaries of the glossary have the same language pair")
-        glossary = await asyncio.to_thread(self.glossaries.create, name, read)
+        glossary = await asyncio.to_thread(self.glossaries.create, name, read, owner)
         return JSONResponse(self._info_v3(glossary), status_code=201)
 
     async def list_glossaries_v3(self, request):
-        self._key(request, await self._fields(request))
-        found = await asyncio.to_thread(self.glossaries.list)
+        _, owner = await self._tenant(request)
+        found = await asyncio.to_thread(self.glossaries.list, owner)
         return JSONResponse({"glossaries": [self._info_v3(glossary) for glossary in found]})
 
     async def glossary_v3(self, request):
         glossary_id = request.path_params["glossary_id"]
         if request.method == "PATCH":
-            fields = await self._glossary_fields(request)
-            dictionaries = fields.get("dictionaries") or []
+            fields, owner = await self._tenant(request, self.settings.max_glossary_bytes)
+            dictionaries = _dictionaries(fields) or []
             if not isinstance(dictionaries, list) or len(dictionaries) > 1 or not all(
                     isinstance(found, dict) for found in dictionaries):
                 raise Refused(400, "Value for 'dictionaries' not supported: give one "
                                    "dictionary")
             glossary = await asyncio.to_thread(
                 self.glossaries.update, glossary_id, self._name(fields, required=False),
-                [self._dictionary(found) for found in dictionaries])
+                [self._dictionary(found) for found in dictionaries], owner=owner)
             return JSONResponse(self._info_v3(glossary))
-        self._key(request, await self._fields(request))
+        _, owner = await self._tenant(request)
         if request.method == "DELETE":
-            await asyncio.to_thread(self.glossaries.delete, glossary_id)
+            await asyncio.to_thread(self.glossaries.delete, glossary_id, owner)
             return Response(status_code=204)
-        return JSONResponse(self._info_v3(self.glossaries.get(glossary_id)))
+        return JSONResponse(self._info_v3(self.glossaries.get(glossary_id, owner)))
 
     async def dictionary_v3(self, request):
         glossary_id = request.path_params["glossary_id"]
         if request.method == "PUT":
-            fields = await self._glossary_fields(request)
+            fields, owner = await self._tenant(request, self.settings.max_glossary_bytes)
             found = self._dictionary(fields)
             await asyncio.to_thread(self.glossaries.update, glossary_id, None, [found],
-                                    replace=True)
+                                    replace=True, owner=owner)
             return JSONResponse(_dictionary_info(found))
-        fields = await self._fields(request)
-        self._key(request, fields)
+        fields, owner = await self._tenant(request)
         source = self._glossary_language(fields.get("source_lang"), "source_lang")
         target = self._glossary_language(fields.get("target_lang"), "target_lang")
-        await asyncio.to_thread(self.glossaries.remove_dictionary, glossary_id, source, target)
+        await asyncio.to_thread(self.glossaries.remove_dictionary, glossary_id, source, target,
+                                owner)
         return Response(status_code=204)
 
     async def glossary_entries_v3(self, request):
-        fields = await self._fields(request)
-        self._key(request, fields)
-        glossary = self.glossaries.get(request.path_params["glossary_id"])
+        fields, owner = await self._tenant(request)
+        glossary = self.glossaries.get(request.path_params["glossary_id"], owner)
         source = self._glossary_language(fields.get("source_lang"), "source_lang")
         target = self._glossary_language(fields.get("target_lang"), "target_lang")
         found = glossary.dictionary(source, target)
@@ -546,9 +621,8 @@ class DeeplApi:
     # ------------------------------------------------------------ documents
 
     async def upload_document(self, request):
-        fields = await self._fields(request, self.settings.max_request_bytes
-                                    + self.settings.max_file_bytes)
-        key = self._key(request, fields)
+        fields, owner = await self._tenant(request, self.settings.max_request_bytes
+                                           + self.settings.max_file_bytes)
         upload = fields.get("file")
         if not isinstance(upload, bodies.Upload) or not upload.data:
             raise Refused(400, "Invalid file data.")
@@ -562,26 +636,25 @@ class DeeplApi:
             raise Refused(400, "output_format not supported.")
         target = self._target(fields.get("target_lang"))
         source = self._source(fields.get("source_lang"))
-        self._check_options(fields)
+        self._options(fields)
         if source == target:
             raise Refused(400, "Source and target language are equal.")
         if source is not None:
             self.service.route(source, target)
         glossary_id = fields.get("glossary_id")
-        glossary = (await self._pair_glossary(glossary_id, source, target)
-                    if glossary_id not in (None, "") else None)
-        self._charge(key, 0)  # a key whose quota is spent hands in no more
-        job = self.documents.submit(name, upload.data, source or "auto", target, glossary,
-                                    on_done=lambda characters: self._count(key, characters))
-        return JSONResponse({"document_id": job.document_id, "document_key": job.document_key})
-
-    def _count(self, key, characters):
-        self.characters[key] = self.characters.get(key, 0) + characters
+        if glossary_id not in (None, ""):  # (checked now; the job compiles it again)
+            await self._pair_glossary(glossary_id, source, target, owner)
+        else:
+            glossary_id = None
+        await self._charge(owner, 0)  # a key whose quota is spent hands in no more
+        document_id, document_key = await self.documents.submit(
+            name, upload.data, source or "auto", target, glossary_id, owner)
+        return JSONResponse({"document_id": document_id, "document_key": document_key})
 
     async def _job_fields(self, request):
-        fields = await self._fields(request)
-        self._key(request, fields)
-        return request.path_params["document_id"], fields.get("document_key")
+        """`(document id, document key, owner)` of a request about a job."""
+        fields, owner = await self._tenant(request)
+        return request.path_params["document_id"], fields.get("document_key"), owner
 
     async def document_status(self, request):
         job = self.documents.job(*await self._job_fields(request))
@@ -595,7 +668,7 @@ class DeeplApi:
         return JSONResponse(answer)
 
     async def document_result(self, request):
-        name, data = self.documents.result(*await self._job_fields(request))
+        name, data = await self.documents.result(*await self._job_fields(request))
         kind = {".txt": "text/plain; charset=utf-8", ".html": "text/html; charset=utf-8",
                 ".htm": "text/html; charset=utf-8",
                 ".docx": "application/vnd.openxmlformats-officedocument."

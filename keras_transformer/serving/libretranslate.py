@@ -48,6 +48,7 @@ import os
 import time
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.exceptions import HTTPException
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
@@ -139,9 +140,12 @@ class LibreTranslateApi:
         self.limits = RequestLimits(settings.req_limit)
 
     def routes(self):
-        return [Route("/", self.page), Route("/translate", self.translate, methods=["POST"]),
-                Route("/detect", self.detect, methods=["POST"]),
-                Route("/translate_file", self.translate_file, methods=["POST"]),
+        files = self.settings.max_request_bytes + self.settings.max_file_bytes
+        return [Route("/", self.page),
+                Route("/translate", self._guarded(self.translate), methods=["POST"]),
+                Route("/detect", self._guarded(self.detect), methods=["POST"]),
+                Route("/translate_file", self._guarded(self.translate_file, files),
+                      methods=["POST"]),
                 Route("/download_file/{filename}", self.download_file, name="download_file"),
                 Route("/languages", self.languages),
                 Route("/frontend/settings", self.frontend_settings),
@@ -156,6 +160,44 @@ class LibreTranslateApi:
             fields = {name: "\n".join(value.splitlines()) if isinstance(value, str) else value
                       for name, value in fields.items()}
         return fields
+
+    def _guarded(self, handler, max_body_bytes=None):
+        """The route of an endpoint LibreTranslate's access check guards
+        (/translate, /detect, /translate_file): the request's fields read
+        (within `max_body_bytes`), then `handler(request, fields)`; with
+        `--metrics`, measured as LibreTranslate measures these endpoints
+        (`metrics.LibreTranslateMetrics`)."""
+        metrics = self.service.metrics.libretranslate
+
+        async def plain(request):
+            return await handler(request, await self._fields(request, max_body_bytes))
+
+        async def measured(request):
+            started, endpoint = time.perf_counter(), request.url.path
+            address, key, status = metrics.address(request), "", 500
+            try:
+                fields = await self._fields(request, max_body_bytes)
+                key = self._known_key(fields)
+                with metrics.in_flight.labels(endpoint, address, key).track_inprogress():
+                    response = await handler(request, fields)
+                status = response.status_code
+                return response
+            except (Refused, HTTPException) as error:
+                status = error.status if isinstance(error, Refused) else error.status_code
+                if status == 403:  # (a refused key is not recorded, as LibreTranslate's)
+                    key = ""
+                raise
+            finally:
+                metrics.duration.labels(endpoint, status, address, key).observe(
+                    time.perf_counter() - started)
+
+        return plain if metrics is None else measured
+
+    def _known_key(self, fields):
+        """A request's `api_key` where it is one of the server's keys, else
+        "" (a metric's label: `metrics.LibreTranslateMetrics`)."""
+        key = fields.get("api_key")
+        return key if isinstance(key, str) and key in (self.settings.api_keys or ()) else ""
 
     def _client(self, request, fields):
         """`(limit key, the API key's Key or None)`: LibreTranslate's access
@@ -187,9 +229,8 @@ class LibreTranslateApi:
     def _char_limit(self, key):
         return key.char_limit if key and key.char_limit is not None else self.settings.char_limit
 
-    async def translate(self, request):
+    async def translate(self, request, fields):
         started = time.monotonic()
-        fields = await self._fields(request)
         client, key = self._admitted(request, fields)
         texts, is_list = _texts(fields.get("q"))
         source, target = _language(fields, "source"), _language(fields, "target")
@@ -272,16 +313,13 @@ class LibreTranslateApi:
         raise Refused(400, "Invalid request: glossary must be a served glossary's name, TSV "
                            "lines, an object of source: target, or [source, target] pairs")
 
-    async def detect(self, request):
-        fields = await self._fields(request)
+    async def detect(self, request, fields):
         self._admitted(request, fields)
         texts, is_list = _texts(fields.get("q"))
         detector = self.service.detector
         return JSONResponse(detector.detect_many(texts) if is_list else detector.detect(texts[0]))
 
-    async def translate_file(self, request):
-        fields = await self._fields(request, self.settings.max_request_bytes
-                                    + self.settings.max_file_bytes)
+    async def translate_file(self, request, fields):
         client, key = self._admitted(request, fields)
         if not self.settings.files_translation:
             raise Refused(403, "Files translation are disabled on this server.")
@@ -295,7 +333,8 @@ class LibreTranslateApi:
         if source != "auto":
             self.service.route(source, target)
         char_limit = self._char_limit(key)
-        stored, _ = await self.service.translate_file(name, upload.data, source, target)
+        output, _ = await self.service.translate_file(name, upload.data, source, target)
+        stored = await self.service.keep_file(name, output)
         if char_limit > 0:  # a file costs its bytes over the char limit, as LibreTranslate's
             self.limits.spend(client, len(upload.data) // char_limit - 1, key and key.req_limit)
         return JSONResponse({"translatedFileUrl": str(request.url_for("download_file",

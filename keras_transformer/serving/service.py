@@ -56,12 +56,22 @@ def translatable(text):
     return any(unicodedata.category(character).startswith("L") for character in text)
 
 
+def obeys_glossaries(runtime):
+    """Whether a model's `runtimes.Runtime` obeys a glossary: the keras
+    runtime's batches do; the exports' engines and continuous batching
+    (slots) run searches of their own."""
+    return runtime.takes_glossary and not runtime.slots
+
+
 class _Routes:
     """Which models translate a language pair: the one that translates it,
-    else the two that go through `PIVOT`."""
+    else the two that go through `PIVOT`; and the pairs a glossary applies
+    to (`glossaries`: one model translates them, and obeys glossaries)."""
 
     def __init__(self, models):
         self.direct = {(model.source, model.target): model for model in models}
+        self.glossaries = {pair for pair, model in self.direct.items()
+                           if obeys_glossaries(model.runtime)}
         self.sources = sorted({model.source for model in models})
         self.languages = sorted({code for model in models for code in (model.source,
                                                                         model.target)})
@@ -91,7 +101,7 @@ class Service:
             settings.batch_tokens or default_batch_tokens(model.runtime.decoding.beam_size),
             settings.max_wait, settings.max_queue, settings.workers)
             for model in settings.models}
-        self.metrics = Metrics(self.batchers)
+        self.metrics = Metrics(self.batchers, settings.libretranslate_metrics)
         for name, batcher in self.batchers.items():
             batcher.observe = self.metrics.observer(name)
         self.detector = Detector(self.routes.sources)
@@ -130,7 +140,7 @@ class Service:
                           "languages": [model.source, model.target],
                           "max_alternatives": max(model.runtime.decoding.beam_size - 1, 0),
                           "aligns": model.runtime.aligns,
-                          "glossaries": model.runtime.takes_glossary and not model.runtime.slots,
+                          "glossaries": obeys_glossaries(model.runtime),
                           "compiled_widths": widths, "compiling": compiling,
                           "queued_sentences": self.batchers[model.name].queued})
         return found
@@ -313,8 +323,8 @@ class Service:
     async def translate_file(self, name, data, source, target, glossary=None):
         """Translates the file `name` (its extension one of `FILE_FORMATS`)
         of bytes `data` from `source` ("auto": detected from its text) into
-        `target`, obeying `glossary`; returns the name it is kept under for
-        download and the characters of its text."""
+        `target`, obeying `glossary`; returns the translated file's bytes
+        and the characters of its text."""
         extension = os.path.splitext(name)[1].lower()
         if extension not in FILE_FORMATS:
             raise Refused(400, "Invalid request: file format not supported (give "
@@ -329,9 +339,7 @@ class Service:
         rendered, _, _ = await self.translate_documents(self.route(language, target), [document],
                                                      glossary=glossary)
         output = rendered[0].encode("utf-8") if isinstance(rendered[0], str) else rendered[0]
-        stored = f"{uuid.uuid4().hex}.{re.sub(r'[^A-Za-z0-9._-]', '_', name)}"
-        await asyncio.to_thread(self._store, stored, output)
-        return stored, sum(len(sentence) for sentence in document.sentences)
+        return output, sum(len(sentence) for sentence in document.sentences)
 
     def _read_file(self, data, kind, source):
         """The uploaded file as a document and its language ("auto": detected
@@ -343,6 +351,13 @@ class Service:
         document = (DocxDocument(data, source) if kind == "docx"
                     else documents.read_document(text, source, kind))
         return document, source
+
+    async def keep_file(self, name, data):
+        """Keeps the translated file `name` of bytes `data` for download
+        (`stored_file`); returns the name it is kept under."""
+        stored = f"{uuid.uuid4().hex}.{re.sub(r'[^A-Za-z0-9._-]', '_', name)}"
+        await asyncio.to_thread(self._store, stored, data)
+        return stored
 
     def _store(self, name, data):
         """Writes a translated file for download, and removes the oldest beyond

@@ -322,6 +322,27 @@ def test_serve_checks_its_options_before_loading_the_model(small_run, small_expo
     assert command(serve, small_run, *languages, "--glossary", "it")[0] == 2  # usage
 
 
+def test_serve_checks_assign_glossaries_before_loading_the_model(small_run, tmp_path):
+    """`--assign-glossaries KEY` needs the keys and the folder, and KEY one
+    of the keys; the folder is left as it was."""
+    serve, languages = "examples/serve.py", ["--languages", "de-en"]
+    status, _, lines = command(serve, small_run, *languages, "--assign-glossaries", "a-key")
+    assert status == 2 and "--assign-glossaries goes with --api-keys FILE and --glossaries-dir " \
+        "DIR" in lines[-1]
+    (tmp_path / "keys").write_text("a-key\n")
+    _error(command(serve, small_run, *languages, "--api-keys", tmp_path / "keys",
+                   "--glossaries-dir", tmp_path / "glossaries", "--assign-glossaries", "b-key"),
+           f"--assign-glossaries: that key is not one of --api-keys {tmp_path / 'keys'}")
+    assert not (tmp_path / "glossaries").exists()
+
+
+def test_serve_names_a_state_dir_it_cannot_use_before_loading_the_model(small_run, tmp_path):
+    (tmp_path / "file").write_text("")
+    _error(command("examples/serve.py", small_run, "--languages", "de-en", "--state-dir",
+                   tmp_path / "file" / "state"),
+           f"Cannot use --state-dir {tmp_path / 'file' / 'state'}: Not a directory")
+
+
 def test_translate_obeys_a_glossary_and_names_its_mistakes(small_run, tmp_path):
     terms = tmp_path / "terms.tsv"
     terms.write_text("Haus\tBaum\n")
@@ -334,10 +355,10 @@ def test_translate_obeys_a_glossary_and_names_its_mistakes(small_run, tmp_path):
     # A line without the term: as without the glossary.
     assert second == command("examples/translate.py", small_run, stdin=text)[1].decode(
     ).splitlines()[1]
-    terms.write_text("Haus\tBaum\nhaus\tklein\n")
+    terms.write_text("Haus\tBaum\nHaus\tklein\n")
     _error(command("examples/translate.py", small_run, "--glossary", terms,
                    stdin=b"das Haus\n"),
-           "terms.tsv, lines 1 and 2: the source term 'haus' has two targets")
+           "terms.tsv, lines 1 and 2: the source term 'Haus' has two targets")
     _error(command("examples/translate.py", small_run, "--glossary", tmp_path / "none.tsv",
                    stdin=b"das Haus\n"), "Cannot read the glossary")
 

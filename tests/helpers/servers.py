@@ -69,11 +69,15 @@ def in_thread(config):
 @contextlib.contextmanager
 def serving(app):
     """The ASGI application `app` on a free loopback port, in a thread of
-    this process, for the `with` block: its URL."""
+    this process, for the `with` block: its URL. Idle connections are kept
+    as `serve` keeps them (`serve.KEEP_ALIVE`)."""
     import uvicorn
 
+    from keras_transformer.commands.serve import KEEP_ALIVE
+
     port, = processes.free_ports(1)
-    url, stop = in_thread(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    url, stop = in_thread(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                         timeout_keep_alive=KEEP_ALIVE))
     try:
         yield url
     finally:

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(not deepl_mock.available(),
                                        "npm packages (see tests/helpers/deepl_mock.py)")
 
 KEY = "differential-key"
+OTHER_KEY = "another-differential-key"
 CHECKS = []
 
 
@@ -42,7 +43,8 @@ def urls(small_run, tmp_path_factory):
     work = tmp_path_factory.mktemp("against-deepl-mock")
     models = [ServedModel(runtimes.open_runtime(str(run), in_flight=1), *pair)
               for run, pair in zip(pair_runs(small_run, work), (("de", "en"), ("en", "fr")))]
-    settings = Settings(models, api_keys={KEY}, glossaries_dir=str(work / "glossaries"))
+    settings = Settings(models, api_keys={KEY, OTHER_KEY},
+                        glossaries_dir=str(work / "glossaries"))
     with open(work / "mock.log", "w") as log, servers.serving(create_app(settings)) as ours:
         process, mock = deepl_mock.start(log)
         try:
@@ -117,7 +119,36 @@ def languages_v3(url):
 @check
 def usage(url):
     usage = deepl.Translator(KEY, server_url=url.rstrip("/")).get_usage()
-    return _kind(usage.character.count)
+    return (_kind(usage.character.count), _kind(usage.character.limit), usage.character.valid,
+            usage.any_limit_reached)
+
+
+@check
+def model_type_used(url):
+    """`model_type_used` answered where `model_type` is sent, its value a
+    string (the mock says quality_optimized for every model_type; DeepL
+    names the model it used), and left out where it is not."""
+    translator = deepl.Translator(KEY, server_url=url.rstrip("/"))
+    return {str(sent): _kind(translator.translate_text(
+        "Das Haus", source_lang="DE", target_lang="EN-US", model_type=sent).model_type_used)
+        for sent in ("quality_optimized", "prefer_quality_optimized", "latency_optimized", None)}
+
+
+@check
+def glossary_v3_as_a_form(url):
+    """A v3 glossary created, and a dictionary merged, by form bodies, as
+    deepl-node sends them (`dictionaries[0].source_lang`, ...)."""
+    dictionary = {"dictionaries[0].source_lang": "de", "dictionaries[0].target_lang": "en",
+                  "dictionaries[0].entries": "Haus\tBaum", "dictionaries[0].entries_format": "tsv"}
+    headers = {"Authorization": f"DeepL-Auth-Key {KEY}"}
+    created = httpx.post(url + "v3/glossaries", headers=headers, data={"name": "form",
+                                                                       **dictionary})
+    made = created.json()
+    merged = httpx.patch(url + f"v3/glossaries/{made['glossary_id']}", headers=headers,
+                         data={**dictionary, "dictionaries[0].entries": "klein\tsmall"})
+    httpx.delete(url + f"v3/glossaries/{made['glossary_id']}", headers=headers)
+    return (created.status_code, sorted(made), made["dictionaries"], merged.status_code,
+            merged.json()["dictionaries"])
 
 
 @check
@@ -189,6 +220,47 @@ def unknown_glossary(url):
             _outcome(lambda: translator.translate_text(
                 "Das Haus", source_lang="DE", target_lang="EN-US",
                 glossary="00000000-0000-0000-0000-000000000000")))
+
+
+@check
+def another_keys_glossaries_and_document(url):
+    """What another key's calls with a key's v2 and v3 glossaries and its
+    document raise (its class and status), and what the first key keeps."""
+    a = deepl.DeepLClient(KEY, server_url=url.rstrip("/"))
+    b = deepl.DeepLClient(OTHER_KEY, server_url=url.rstrip("/"))
+    Entries = deepl.api_data.MultilingualGlossaryDictionaryEntries
+    v2 = a.create_glossary("a2", "DE", "EN", {"Haus": "Baum"})
+    v3 = a.create_multilingual_glossary("a3", [Entries("DE", "EN", {"Haus": "Baum"})])
+    handed = a.translate_document_upload(b"Das Haus", source_lang="DE", target_lang="EN-US",
+                                         filename="a.txt")
+
+    def refused(call):
+        try:
+            call()
+        except deepl.DeepLException as error:
+            return type(error).__name__, error.http_status_code
+        return "answered"
+
+    found = {name: refused(call) for name, call in {
+        "v2 get": lambda: b.get_glossary(v2.glossary_id),
+        "v2 entries": lambda: b.get_glossary_entries(v2.glossary_id),
+        "v2 delete": lambda: b.delete_glossary(v2.glossary_id),
+        "v3 get": lambda: b.get_multilingual_glossary(v3.glossary_id),
+        "v3 rename": lambda: b.update_multilingual_glossary_name(v3.glossary_id, "b"),
+        "v3 replace": lambda: b.replace_multilingual_glossary_dictionary(
+            v3.glossary_id, Entries("DE", "EN", {"Baum": "Haus"})),
+        "v3 delete": lambda: b.delete_multilingual_glossary(v3.glossary_id),
+        "translate": lambda: b.translate_text("Das Haus", source_lang="DE",
+                                              target_lang="EN-US", glossary=v2.glossary_id),
+        "document status": lambda: b.translate_document_get_status(handed)}.items()}
+    found["listed for the other"] = (
+        [glossary.glossary_id for glossary in b.list_glossaries()],
+        [glossary.glossary_id for glossary in b.list_multilingual_glossaries()])
+    found["kept"] = (a.get_glossary_entries(v2), a.get_multilingual_glossary(v3.glossary_id).name,
+                     a.translate_document_get_status(handed).status.value != "error")
+    a.delete_glossary(v2)
+    a.delete_multilingual_glossary(v3)
+    return found
 
 
 def _raw(url, method, path, **request):

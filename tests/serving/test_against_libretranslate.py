@@ -625,6 +625,57 @@ def test_a_key_s_own_request_limit(fleet, implementation):
     assert answers[-1].json()["error"].startswith("Slowdown: 3 per 1 minute")
 
 
+def _metric_samples(server):
+    """`{(sample name, sorted labels): value}` of LibreTranslate's own
+    metrics on the server's /metrics (`_created` left out: LibreTranslate's
+    multiprocess collector gives none)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(server.url + "metrics", timeout=60).text
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text)
+            if family.name.startswith("libretranslate_") for sample in family.samples
+            if not sample.name.endswith("_created")}
+
+
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+def test_libretranslate_s_own_metrics(fleet, implementation):
+    """With --metrics, LibreTranslate's metric names and labels, which its
+    dashboards read, the same on both servers: the series it makes at its
+    start; each answer of /translate and /detect counted by endpoint,
+    status, address (X-Forwarded-For's first) and key ("" for none and for
+    a refused one); nothing in flight once answered; other paths not
+    measured."""
+    server = fleet(implementation, "limits")
+    duration = "libretranslate_http_request_duration_seconds"
+
+    def labels(endpoint, status, address, key):
+        return (("api_key", key), ("endpoint", endpoint), ("request_ip", address),
+                ("status", str(status)))
+
+    before = _metric_samples(server)
+    assert (duration + "_count", labels("/translate", 200, "127.0.0.1", "")) in before
+    sent = [("translate", GOOD | {"api_key": "open"}, {}, 200),
+            ("translate", GOOD | {"api_key": "nope"}, {}, 403),
+            ("detect", {"q": GERMAN}, {"X-Forwarded-For": "203.0.113.7, 10.0.0.1"}, 200),
+            ("languages", None, {}, 200)]
+    for path, body, headers, status in sent:
+        answer = (httpx.post(server.url + path, json=body, headers=headers, timeout=120)
+                  if body is not None else httpx.get(server.url + path, timeout=60))
+        assert answer.status_code == status, answer.text
+    after = _metric_samples(server)
+    grown = {key: value - before.get(key, 0) for key, value in after.items()
+             if key[0] == duration + "_count" and value != before.get(key, 0)}
+    assert grown == {(duration + "_count", labels("/translate", 200, "127.0.0.1", "open")): 1,
+                     (duration + "_count", labels("/translate", 403, "127.0.0.1", "")): 1,
+                     (duration + "_count", labels("/detect", 200, "203.0.113.7", "")): 1}
+    in_flight = {labels_: value for (name, labels_), value in after.items()
+                 if name == "libretranslate_http_requests_in_flight"}
+    assert in_flight and set(in_flight.values()) == {0}
+    assert (("api_key", "open"), ("endpoint", "/translate"), ("request_ip", "127.0.0.1")) \
+        in in_flight
+
+
 # ------------------------------------------------ the clients themselves
 
 @pytest.mark.parametrize("implementation", IMPLEMENTATIONS)

@@ -4,14 +4,19 @@
 the official Node client where node is, the exact requests of Weblate's
 DeepL backend (both its generations) and of LibreOffice's; each answer
 compared with the Keras runtime's own translation, a glossary obeyed
-alike through DeepL's and LibreTranslate's APIs; and each kind of bad
+alike through DeepL's and LibreTranslate's APIs; usage's limit and
+`model_type_used` as both clients read them; the glossary pairs advertised
+being those accepted; deepl-node's documents, each refusal of an upload an
+answer, and its polls 5 s apart on a kept connection; and each kind of bad
 input answered with DeepL's status and one line. Traffic goes to
 127.0.0.1 only."""
 
+import http.client
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -127,6 +132,17 @@ def test_a_glossary_made_by_create_glossary_is_obeyed_listed_and_deleted(transla
                                         for found in translator.list_glossaries()]
 
 
+def test_any_entries_deepl_takes_are_taken(translator):
+    """Terms that share a stem or differ in case, and terms that are no
+    words: DeepL takes any text without a tab or a line break, and so does
+    this server."""
+    entries = {"Ärger": "anger", "ärgerlich": "annoying", "Arm": "arm", "arm": "poor",
+               "🪨": "rock", "C++": "C++", "→": "->"}
+    made = translator.create_glossary("any text", "DE", "EN", entries)
+    assert made.entry_count == 7 and translator.get_glossary_entries(made) == entries
+    translator.delete_glossary(made)
+
+
 def test_a_multilingual_glossary_of_deepl_client(client, models):
     Entries = deepl.api_data.MultilingualGlossaryDictionaryEntries
     made = client.create_multilingual_glossary("both", [
@@ -166,7 +182,48 @@ def test_languages_pairs_and_usage(translator):
     translator.translate_text("Das Haus", source_lang="DE", target_lang="EN-US")
     usage = translator.get_usage()
     assert usage.character.count == before + len("Das Haus")
-    assert usage.character.limit is None and not usage.any_limit_reached
+    # Without --char-quota, DeepL's very large limit: the client's usage is valid.
+    assert usage.character.valid and usage.character.limit == 10**12
+    assert str(usage.character) == f"{before + len('Das Haus')} of 1000000000000"
+    assert not usage.any_limit_reached
+
+
+def test_model_type_used_is_answered_where_model_type_is_sent(translator):
+    """The Python client reads `model_type_used` whenever it sent
+    `model_type`; DeepL leaves it out otherwise."""
+    for sent, used in (("quality_optimized", "quality_optimized"),
+                       ("prefer_quality_optimized", "quality_optimized"),
+                       ("latency_optimized", "latency_optimized"), (None, None)):
+        result = translator.translate_text("Das Haus", source_lang="DE", target_lang="EN-US",
+                                           model_type=sent)
+        assert result.model_type_used == used, sent
+    with pytest.raises(deepl.DeepLException, match="model_type"):
+        translator.translate_text("Das Haus", target_lang="EN-US", model_type="fastest")
+
+
+def test_the_glossary_pairs_advertised_are_those_accepted(small_run, models, tmp_path):
+    """/v2/glossary-language-pairs lists the pairs whose model obeys a
+    glossary, and each is accepted; a pair a model serves with a search of
+    its own (here continuous batching, --slots) is neither listed nor
+    accepted, in one line that says why."""
+    slots = ServedModel(runtimes.open_runtime(str(small_run), in_flight=1, slots=8), "en", "fr")
+    settings = _settings([models[0], slots], tmp_path)
+    with servers.serving(create_app(settings)) as url:
+        client = deepl.DeepLClient(KEY, server_url=url.rstrip("/"))
+        advertised = [(pair.source_lang, pair.target_lang)
+                      for pair in client.get_glossary_languages()]
+        assert advertised == [("de", "en")]
+        for source, target in advertised:
+            client.delete_glossary(client.create_glossary("ok", source, target, {"Haus": "Baum"}))
+        with pytest.raises(deepl.DeepLException, match="the en-fr model's search obeys no "
+                                                       "glossary .*with --slots") as refused:
+            client.create_glossary("no", "EN", "FR", {"tree": "arbre"})
+        assert refused.value.http_status_code == 400
+        glossary_languages = httpx.get(url + "v3/languages", params={"resource": "glossary"},
+                                       headers={"Authorization": f"DeepL-Auth-Key {KEY}"}).json()
+        assert {(found["lang"], found["usable_as_source"], found["usable_as_target"])
+                for found in glossary_languages} == {("de", True, False), ("en", False, True),
+                                                     ("fr", False, False)}
 
 
 @pytest.mark.slow
@@ -282,36 +339,195 @@ def test_libreoffice_request(url, models):
 
 NODE_CLIENT = os.path.join(processes.ROOT, ".node", "node_modules", "deepl-node")
 
+needs_node = pytest.mark.skipif(
+    shutil.which("node") is None or not os.path.isdir(NODE_CLIENT),
+    reason="node or the npm package deepl-node is not installed (tools/run_tests.sh installs it "
+           "into .node where npm is)")
 
-@pytest.mark.skipif(shutil.which("node") is None or not os.path.isdir(NODE_CLIENT),
-                    reason="node or the npm package deepl-node is not installed "
-                           "(tools/run_tests.sh installs it into .node where npm is)")
-def test_the_official_node_client(url, models):
-    script = textwrap.dedent(f"""
-        const deepl = require({json.dumps(NODE_CLIENT)});
-        const translator = new deepl.Translator({json.dumps(KEY)},
-                                                {{serverUrl: {json.dumps(url.rstrip('/'))}}});
-        (async () => {{
-            const plain = await translator.translateText('Das Haus', 'de', 'en-US');
-            const glossary = await translator.createGlossary(
-                'node', 'de', 'en', new deepl.GlossaryEntries({{entries: {{Haus: 'Baum'}}}}));
-            const listed = (await translator.listGlossaries()).map(g => g.glossaryId);
-            const obeyed = await translator.translateText('Das Haus', 'de', 'en-US',
-                                                          {{glossary}});
-            await translator.deleteGlossary(glossary);
-            const after = (await translator.listGlossaries()).map(g => g.glossaryId);
-            console.log(JSON.stringify({{plain: plain.text, obeyed: obeyed.text,
-                listed: listed.includes(glossary.glossaryId),
-                after: after.includes(glossary.glossaryId)}}));
-        }})().catch(error => {{ console.error(String(error)); process.exit(1); }});
-    """)
-    result = subprocess.run(["node", "-e", script], capture_output=True, text=True, timeout=120)
+
+def _node(body, **constants):
+    """What the JavaScript `body` returns, run by node in an async function
+    with deepl-node as `deepl`, `fs`, `sleep(ms)`, `failure(call)` (the
+    error `call()` rejects with, as "Class: message") and each of
+    `constants` (JSON values) by its name."""
+    declared = "".join(f"const {name} = {json.dumps(value)};\n"
+                       for name, value in constants.items())
+    script = textwrap.dedent("""
+        const deepl = require(%s);
+        const fs = require('fs');
+        const sleep = (ms) => new Promise(resolve => setTimeout(resolve, ms));
+        const failure = async (call) => {
+            try { await call(); return 'no error'; }
+            catch (error) { return `${error.constructor.name}: ${error.message}`; }
+        };
+        %s
+        (async () => { %s })().then(
+            found => console.log(JSON.stringify(found)),
+            error => { console.error(String(error)); process.exit(1); });
+    """) % (json.dumps(NODE_CLIENT), declared, body)
+    result = subprocess.run(["node", "-e", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    found = json.loads(result.stdout)
+    return json.loads(result.stdout)
+
+
+@needs_node
+def test_the_official_node_client(url, models):
+    found = _node("""
+        const translator = new deepl.Translator(KEY, {serverUrl: SERVER});
+        const plain = await translator.translateText('Das Haus', 'de', 'en-US');
+        const glossary = await translator.createGlossary(
+            'node', 'de', 'en', new deepl.GlossaryEntries({entries: {Haus: 'Baum'}}));
+        const listed = (await translator.listGlossaries()).map(g => g.glossaryId);
+        const obeyed = await translator.translateText('Das Haus', 'de', 'en-US', {glossary});
+        await translator.deleteGlossary(glossary);
+        const after = (await translator.listGlossaries()).map(g => g.glossaryId);
+        const usage = await translator.getUsage();
+        return {plain: plain.text, obeyed: obeyed.text,
+                listed: listed.includes(glossary.glossaryId),
+                after: after.includes(glossary.glossaryId),
+                usage: [usage.character.count > 0, usage.character.limit,
+                        usage.anyLimitReached()]};
+    """, KEY=KEY, SERVER=url.rstrip("/"))
     assert found == {"plain": _expected(models[0], "Das Haus", "de"),
                      "obeyed": _expected(models[0], "Das Haus", "de",
                                          Glossary.of([("Haus", "Baum")], "de")),
-                     "listed": True, "after": False}
+                     "listed": True, "after": False, "usage": [True, 10**12, False]}
+
+
+@needs_node
+def test_the_node_client_s_model_type_and_multilingual_glossaries(url, models):
+    """deepl-node's `modelTypeUsed` for each `modelType`, and its
+    DeepLClient's v3 glossaries, which it sends as forms
+    (`dictionaries[0].source_lang`, ...): created, a dictionary merged and
+    replaced (PATCH and PUT), read back, obeyed, deleted."""
+    found = _node("""
+        const client = new deepl.DeepLClient(KEY, {serverUrl: SERVER});
+        const used = {};
+        for (const modelType of ['quality_optimized', 'prefer_quality_optimized',
+                                 'latency_optimized', undefined]) {
+            const result = await client.translateText('Das Haus', 'de', 'en-US', {modelType});
+            used[String(modelType)] = result.modelTypeUsed === undefined ? null
+                                                                       : result.modelTypeUsed;
+        }
+        const pair = (sourceLangCode, targetLangCode, entries) => ({
+            sourceLangCode, targetLangCode, entries: new deepl.GlossaryEntries({entries})});
+        const made = await client.createMultilingualGlossary('node v3', [
+            pair('de', 'en', {Haus: 'Baum'}), pair('en', 'fr', {tree: 'arbre'})]);
+        const obeyed = (await client.translateText('Das Haus', 'de', 'en-US',
+                                                   {glossary: made})).text;
+        const merged = await client.updateMultilingualGlossaryDictionary(
+            made, pair('de', 'en', {klein: 'oder dort'}));
+        await client.replaceMultilingualGlossaryDictionary(made, pair('en', 'fr',
+                                                                      {house: 'maison'}));
+        const read = async (source, target) => (
+            await client.getMultilingualGlossaryDictionaryEntries(made, source, target)
+        ).entries.entries();
+        const kept = {deEn: await read('de', 'en'), enFr: await read('en', 'fr')};
+        await client.deleteMultilingualGlossary(made);
+        return {used, obeyed, kept,
+                counts: made.dictionaries.map(d => [d.sourceLangCode, d.targetLangCode,
+                                                    d.entryCount]),
+                mergedCounts: merged.dictionaries.map(d => d.entryCount).sort(),
+                after: await failure(() => client.getMultilingualGlossary(made.glossaryId))};
+    """, KEY=KEY, SERVER=url.rstrip("/"))
+    assert found["used"] == {"quality_optimized": "quality_optimized",
+                             "prefer_quality_optimized": "quality_optimized",
+                             "latency_optimized": "latency_optimized", "undefined": None}
+    assert sorted(found["counts"]) == [["de", "en", 1], ["en", "fr", 1]]
+    assert found["obeyed"] == _expected(models[0], "Das Haus", "de",
+                                        Glossary.of([("Haus", "Baum")], "de"))
+    assert found["mergedCounts"] == [1, 2]
+    assert found["kept"] == {"deEn": {"Haus": "Baum", "klein": "oder dort"},
+                             "enFr": {"house": "maison"}}
+    assert found["after"].startswith("GlossaryNotFoundError")
+
+
+@needs_node
+def test_the_node_client_s_documents_and_each_refusal_is_an_answer(url, models, tmp_path):
+    """deepl-node's translateDocument of a .txt file, and of files refused
+    (another type, empty, over the size limit, a wrong key): each an answer
+    with its status and our line, never a dropped connection (no retries,
+    so that none hides one)."""
+    text = "Das Haus ist klein.\nDer Baum war hier."
+    found = _node("""
+        const options = {serverUrl: SERVER, maxRetries: 0};
+        const translator = new deepl.Translator(KEY, options);
+        const write = (name, data) => {
+            fs.writeFileSync(`${DIR}/${name}`, data);
+            return `${DIR}/${name}`;
+        };
+        const translate = (name, data, by = translator) => by.translateDocument(
+            write(name, data), `${DIR}/out-${name}`, 'de', 'en-US');
+        const status = await translate('brief.txt', TEXT);
+        return {
+            status: [status.done(), status.billedCharacters],
+            translated: fs.readFileSync(`${DIR}/out-brief.txt`, 'utf8'),
+            refused: {
+                type: await failure(() => translate('brief.pdf', '%PDF-1.4')),
+                empty: await failure(() => translate('empty.txt', '')),
+                size: await failure(() => translate('big.txt',
+                                                    'Das Haus ist groß. '.repeat(80000))),
+                key: await failure(() => translate('other.txt', TEXT,
+                                                   new deepl.Translator('not-a-key', options))),
+            },
+        };
+    """, KEY=KEY, SERVER=url.rstrip("/"), DIR=str(tmp_path), TEXT=text)
+    assert found["status"] == [True, len(text) - 1]  # (the line break is not billed)
+    assert found["translated"] == "\n".join(_expected(models[0], line, "de")
+                                            for line in text.splitlines())
+    refused = found["refused"]
+    assert "Invalid file data: a document is one of .txt" in refused["type"]
+    assert "Invalid file data." in refused["empty"]
+    assert "413" in refused["size"] and "over this server's limit" in refused["size"]
+    assert refused["key"].startswith("DocumentTranslationError") and \
+        "Authorization failed: the key is not known here" in refused["key"]
+    for message in refused.values():
+        assert message.startswith("DocumentTranslationError") and "socket" not in message
+        assert "Connection" not in message
+
+
+@pytest.mark.slow
+@needs_node
+def test_deepl_node_s_polls_five_seconds_apart_keep_their_connection(models, tmp_path):
+    """`serve` keeps an idle connection for `--keep-alive` (75 s): one
+    request, 6 s idle, and the same connection answers again (uvicorn's own
+    5 s closed it under deepl-node's polls, which come every 5 s on kept
+    connections: "socket hang up"). Then deepl-node itself, without
+    retries, polls a document queued behind a long one across 5 s."""
+    from keras_transformer.commands import serve
+
+    port, = processes.free_ports(1)
+    args = serve.parser().parse_args(["run", "--port", str(port), "--glossaries-dir",
+                                      str(tmp_path / "glossaries")])
+    url, stop = servers.in_thread(serve.server_config(args, models[:1]))
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.request("GET", "/health")
+        assert connection.getresponse().read() == b'{"status":"ok"}'
+        first = connection.sock
+        time.sleep(6)
+        first.setblocking(False)
+        with pytest.raises(BlockingIOError):  # nothing to read, not the end: still open
+            first.recv(1, socket.MSG_PEEK)
+        first.setblocking(True)
+        connection.request("GET", "/health")
+        assert connection.getresponse().status == 200 and connection.sock is first
+        connection.close()
+        long = httpx.post(url + "v2/document", data={"target_lang": "EN-US", "source_lang": "DE"},
+                          files={"file": ("long.txt", "Das Haus ist groß. " * 1000)},
+                          headers={"Authorization": "DeepL-Auth-Key k"}, timeout=60)
+        assert long.status_code == 200, long.text
+        found = _node("""
+            const translator = new deepl.Translator('k', {serverUrl: SERVER, maxRetries: 0});
+            fs.writeFileSync(`${DIR}/brief.txt`, 'Das Haus ist klein.');
+            const started = Date.now();
+            const status = await translator.translateDocument(
+                `${DIR}/brief.txt`, `${DIR}/out.txt`, 'de', 'en-US');
+            return [status.done(), (Date.now() - started) / 1000];
+        """, SERVER=url.rstrip("/"), DIR=str(tmp_path))
+        assert found[0] is True and found[1] >= 5, found  # (at least one poll, 5 s on)
+    finally:
+        stop()
 
 
 def test_a_glossary_is_obeyed_alike_through_either_api(url, translator):

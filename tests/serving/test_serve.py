@@ -145,6 +145,33 @@ def test_each_error_class_has_its_status_and_a_json_message(client, runtime, mon
     assert 'translation_requests_total{path="other",status="404"} 1.0' in metrics
 
 
+def test_libretranslate_s_own_metrics_come_with_metrics_and_are_bounded(runtime, monkeypatch):
+    """LibreTranslate's metric names (checked against LibreTranslate itself
+    in test_against_libretranslate.py) only with --metrics, as
+    LibreTranslate serves them; past `MAX_ADDRESSES` addresses a new one is
+    "other", and a key that is not one of --api-keys is "", so that a flood
+    of addresses or made-up keys cannot grow them."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from keras_transformer.serving.metrics import LibreTranslateMetrics
+
+    models = [ServedModel(runtime, "de", "en")]
+    with TestClient(create_app(Settings(models))) as client:
+        assert client.post("/detect", json={"q": "Hallo"}).status_code == 200
+        assert "libretranslate_" not in client.get("/metrics").text
+    monkeypatch.setattr(LibreTranslateMetrics, "MAX_ADDRESSES", 2)
+    with TestClient(create_app(Settings(models, libretranslate_metrics=True))) as client:
+        for address in ("192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"):
+            assert client.post("/detect", json={"q": "Hallo", "api_key": f"made-up-{address}"},
+                               headers={"X-Forwarded-For": address}).status_code == 200
+        counted = {(sample.labels["request_ip"], sample.labels["api_key"]): sample.value
+                   for family in text_string_to_metric_families(client.get("/metrics").text)
+                   for sample in family.samples
+                   if sample.name == "libretranslate_http_request_duration_seconds_count"
+                   and sample.labels["endpoint"] == "/detect"}
+    assert counted == {("192.0.2.1", ""): 1, ("192.0.2.2", ""): 1, ("other", ""): 2}
+
+
 def test_api_keys_are_required_when_given(runtime):
     app = create_app(Settings([ServedModel(runtime, "de", "en")], api_keys={"key-1"}))
     with TestClient(app) as client:
