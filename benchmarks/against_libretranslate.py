@@ -120,8 +120,6 @@ def main():
             "--languages", "de-en", "--runtime", "ctranslate2"])
         for server in servers.values():
             clients(server, sentences[:16], 4, languages)  # warm
-        for name in ("ours", "ours, ctranslate2"):
-            servers[name].wait_compiled()  # a lone request's search, ready as it will be
         rates = {(name, count): [] for name in servers for count in args.clients}
         latencies = {key: [] for key in rates}
         answers = {}

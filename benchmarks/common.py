@@ -21,13 +21,17 @@ def timed(step, warmup, repeats):
     return timed_interleaved({"step": step}, warmup, repeats)["step"]
 
 
-def timed_interleaved(runs, warmup, repeats, clock=time.perf_counter):
+def timed_interleaved(runs, warmup, repeats, clock=time.perf_counter, pause=0.0):
     """Median seconds of each callable in the dict `runs`, timed in turns
     (every run once, then again, `repeats` times) so that a slow phase of a
     shared machine slows every contender alike instead of one of them.
     `clock=time.process_time` counts this process's CPU time instead of
     the wall clock's: on a machine others load, the work of a contender
-    that runs on one thread, which its latency is on an idle machine."""
+    that runs on one thread, which its latency is on an idle machine.
+    `pause`: seconds of sleep after each call, outside the clock, so that
+    a contender's threads that spin after their work (OpenMP's, about 200
+    ms) do not take the cores from the next one: each call then finds the
+    machine idle, as a lone request does."""
     for run in runs.values():
         for _ in range(warmup):
             run()
@@ -37,6 +41,7 @@ def timed_interleaved(runs, warmup, repeats, clock=time.perf_counter):
             start = clock()
             run()
             times[name].append(clock() - start)
+            time.sleep(pause)
     return {name: float(np.median(values)) for name, values in times.items()}
 
 

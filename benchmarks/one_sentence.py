@@ -1,40 +1,97 @@
-"""One sentence alone, as an interactive user sends it: the `Translator`
-against CTranslate2 float32 on the same weights, and where the
-`Translator`'s time goes.
+"""One sentence alone, as an interactive user sends it: the `Translator`'s
+search on onnxruntime against CTranslate2 float32 on the same weights, at
+CTranslate2's best thread count, and where the traced search's time goes.
 
     apt-get install trans-de-en                  # the Ding dictionary
     python benchmarks/widened_model.py runs/small runs/small-as-base
     python benchmarks/one_sentence.py runs/small runs/small-as-base [--threads 2 --repeats 12]
+    python benchmarks/one_sentence.py runs/small --baseline CHECKOUT   # and an earlier version's
 
 For each run (the small preset; its base-size widening, which translates
 exactly as it does), short (3-5 words) and long (20 words or more) Ding
-sentences, beam 4 and greedy: `Translator.translate([sentence])` and
-CTranslate2's `translate_batch([tokens])` (sentencepiece in and out, the
-same limits: the model's output margin, its positions), timed in turns,
-sentence by sentence (`common.timed_interleaved`: every contender once,
-then again), warm; the median of the calls. Both use `--threads` cores
-(TensorFlow's intra-op threads, set before it starts; CTranslate2's
-intra_threads). Beside them, in the same turns, a `Translator` whose lone
-sentences take the search compiled by XLA (`Translator.compile_lone`, as
-`serve` does; compiled before the timing), and how many of its
-translations are the traced search's.
+sentences, beam 4 and greedy, timed in turns, sentence by sentence
+(`common.timed_interleaved`: every contender once, then again, a quarter
+of a second apart, so that CTranslate2's spinning OpenMP threads do not
+slow the next contender), warm; the median of the calls:
+- `Translator.translate([sentence])` with its lone sentences searched on
+  onnxruntime (`Translator.search_lone_on_onnxruntime`, as `serve` does),
+  with `--threads` threads;
+- the same Translator's traced search (a batch's, which a lone sentence
+  took before);
+- CTranslate2's `translate_batch([tokens])` (sentencepiece in and out, the
+  same limits: the model's output margin, its positions) with one thread
+  and with two (on a virtual machine its OpenMP threads can lose more than
+  they gain: its best of the two is the goal);
+- with `--baseline CHECKOUT`, the `Translator` of that checkout (an
+  earlier version of the package) with its lone sentence's search as it
+  had it (`compile_lone`, XLA's, where it has that), in a process of its
+  own that times each call itself (no pipe in the time).
+Then how many of the onnxruntime search's translations are the traced
+search's.
 
-The split of the `Translator`'s call (`--split`), timed the same way: the
+The split of the traced search's call (`--split`), timed the same way: the
 tokenizer (tf-text's SentencePiece op), the encoder alone, the search
 capped at one output token (the encoder, the caches and a step: the fixed
 cost of a call), each further step ((call - capped) / (steps - 1)), and the
 Python around the traced search (translate - the traced call).
 
-Goal (issue 67): the `Translator` at most 1.25x CTranslate2's latency in
-every cell.
+Goal (issue 80): the onnxruntime search at most CTranslate2's best latency
+in every cell, and at most 0.7x XLA's compiled search (the baseline's).
 """
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+BASELINE = """
+import json, sys, time
+from keras_transformer.decoding import Translator
+translators = {}
+for line in sys.stdin:
+    beam, text = json.loads(line)
+    if beam not in translators:
+        translators[beam] = Translator.from_directory(sys.argv[1], beam_size=beam, in_flight=1)
+        if hasattr(translators[beam], "compile_lone"):
+            translators[beam].compile_lone(background=False)
+    start = time.perf_counter()
+    found = translators[beam].translate([text])
+    print(json.dumps([found, time.perf_counter() - start]), flush=True)
+"""
+
+
+class Baseline:
+    """Another checkout's Translator in a process of its own, which times
+    each lone call itself."""
+
+    def __init__(self, checkout, run, threads):
+        env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout),
+                   TF_NUM_INTRAOP_THREADS=str(threads))
+        # (In the checkout: `python -c` puts the working folder first on
+        # the path, which would import this checkout's package instead.)
+        self.process = subprocess.Popen([sys.executable, "-c", BASELINE, os.path.abspath(run)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, text=True, env=env,
+                                        cwd=checkout)
+        self.seconds = []
+
+    def __call__(self, beam, text):
+        self.process.stdin.write(json.dumps([beam, text]) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer:
+            raise RuntimeError("the baseline's process ended; run it alone to see why")
+        found, seconds = json.loads(answer)
+        self.seconds.append(seconds)
+        return found
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait()
 
 
 def main():
@@ -44,6 +101,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3, help="turns over the sentences")
     parser.add_argument("--sentences", type=int, default=12, help="of each length")
     parser.add_argument("--split", action="store_true", help="also where the time goes")
+    parser.add_argument("--baseline", metavar="CHECKOUT",
+                        help="also time this checkout's Translator (an earlier version)")
     args = parser.parse_args()
     os.environ["TF_NUM_INTRAOP_THREADS"] = str(args.threads)
     # Our kernels as the commands choose them (Eigen's for float32, unless
@@ -66,56 +125,78 @@ def main():
     pool = ding_sentences(4000)
     cases = {"short": [text for text in pool if 3 <= len(text.split()) <= 5][:args.sentences],
              "long": [text for text in pool if len(text.split()) >= 20][:args.sentences]}
-    print(f"Machine: {machine()}, {args.threads} thread(s) each; TensorFlow's kernels: "
+    print(f"Machine: {machine()}, {args.threads} thread(s) for ours; TensorFlow's kernels: "
           f"{kernels}; CTranslate2's Intel MKL: {os.environ.get('CT2_USE_MKL', 'its default')}; "
           f"medians of {args.repeats} turn(s) over {args.sentences} sentences of each length.\n")
-    print(f"{'run':24s} {'case':6s} {'beam':>4s} {'Translator ms':>14s} {'compiled ms':>12s} "
-          f"{'CTranslate2 ms':>15s} {'ratio':>6s} {'compiled':>9s} {'same':>6s}")
+    print(f"{'run':20s} {'case':5s} {'beam':>4s} {'onnxruntime':>11s} {'traced':>8s} "
+          f"{'CT2 1 thr':>9s} {'CT2 2 thr':>9s} {'baseline':>8s} {'/CT2 best':>9s} "
+          f"{'/baseline':>9s} {'same':>6s}   (ms)")
     for run in args.runs:
         folder = os.path.join(tempfile.mkdtemp(prefix="one-sentence-"), "export")
         export_run(run, folder, formats=["ctranslate2"])
         processor = sentencepiece.SentencePieceProcessor(
             model_file=os.path.join(run, "tokenizer.model"))
-        peer = ctranslate2.Translator(os.path.join(folder, "ctranslate2"),
-                                      intra_threads=args.threads)
+        peers = {threads: ctranslate2.Translator(os.path.join(folder, "ctranslate2"),
+                                                 intra_threads=threads) for threads in (1, 2)}
+        baseline = args.baseline and Baseline(args.baseline, run, args.threads)
         for beam in (4, 1):
-            translator = Translator.from_directory(run, beam_size=beam, in_flight=1)
-            compiled = Translator.from_directory(run, beam_size=beam, in_flight=1)
-            compiled.compile_lone(background=False)
-            config = translator.model.config
+            traced = Translator.from_directory(run, beam_size=beam, in_flight=1)
+            lone = Translator.from_directory(run, beam_size=beam, in_flight=1)
+            lone.search_lone_on_onnxruntime(args.threads)
+            config = traced.model.config
 
-            def ctranslate2_call(text, beam=beam, config=config):
+            def ctranslate2_call(text, threads, beam=beam, config=config):
                 tokens = processor.encode(text, out_type=str)[:config.max_source_tokens]
-                limit = min(len(tokens) + translator.decode_margin, config.max_length)
-                found = peer.translate_batch([tokens], beam_size=beam, max_decoding_length=limit,
-                                             min_decoding_length=0, length_penalty=translator.alpha)
+                limit = min(len(tokens) + traced.decode_margin, config.max_length)
+                found = peers[threads].translate_batch(
+                    [tokens], beam_size=beam, max_decoding_length=limit, min_decoding_length=0,
+                    length_penalty=traced.alpha)
                 return processor.decode(found[0].hypotheses[0])
 
             for case, texts in cases.items():
                 runs = {}
                 for index, text in enumerate(texts):
-                    runs[f"ours {index}"] = lambda text=text: translator.translate([text])
-                    runs[f"compiled {index}"] = (lambda text=text, compiled=compiled:
-                                                 compiled.translate([text]))
-                    runs[f"theirs {index}"] = lambda text=text: ctranslate2_call(text)
-                found = timed_interleaved(runs, 2, args.repeats)
-                ours, fast, theirs = (
-                    float(np.median([found[f"{name} {i}"] for i in range(len(texts))]))
-                    for name in ("ours", "compiled", "theirs"))
-                same = sum(translator.translate([text]) == compiled.translate([text])
-                           for text in texts)
-                print(f"{os.path.basename(os.path.normpath(run)):24s} {case:6s} {beam:4d} "
-                      f"{ours * 1000:14.2f} {fast * 1000:12.2f} {theirs * 1000:15.2f} "
-                      f"{ours / theirs:6.2f} {fast / theirs:9.2f} {same:3d}/{len(texts)}",
-                      flush=True)
+                    runs[f"onnxruntime {index}"] = lambda text=text: lone.translate([text])
+                    runs[f"traced {index}"] = lambda text=text: traced.translate([text])
+                    for threads in (1, 2):
+                        runs[f"CT2 {threads} {index}"] = (
+                            lambda text=text, threads=threads: ctranslate2_call(text, threads))
+                    if baseline:
+                        runs[f"baseline {index}"] = (lambda text=text, beam=beam:
+                                                     baseline(beam, text))
+                if baseline:
+                    baseline.seconds.clear()
+                found = timed_interleaved(runs, 2, args.repeats, pause=0.25)
+                if baseline:  # its own times, without the pipe (the last repeats' calls)
+                    own = np.array(baseline.seconds[-args.repeats * len(texts):]).reshape(
+                        args.repeats, len(texts))
+                    for index in range(len(texts)):
+                        found[f"baseline {index}"] = float(np.median(own[:, index]))
+                median = {name: float(np.median([found[f"{name} {i}"] for i in range(len(texts))]))
+                          for name in ("onnxruntime", "traced", "CT2 1", "CT2 2")
+                          + (("baseline",) if baseline else ())}
+                best = min(median["CT2 1"], median["CT2 2"])
+                same = sum(traced.translate([text]) == lone.translate([text]) for text in texts)
+                older = median.get("baseline")
+                print(f"{os.path.basename(os.path.normpath(run)):20s} {case:5s} {beam:4d} "
+                      f"{median['onnxruntime'] * 1000:11.2f} {median['traced'] * 1000:8.2f} "
+                      f"{median['CT2 1'] * 1000:9.2f} {median['CT2 2'] * 1000:9.2f} "
+                      + (f"{older * 1000:8.2f} " if older else f"{'-':>8s} ")
+                      + f"{median['onnxruntime'] / best:9.2f} "
+                      + (f"{median['onnxruntime'] / older:9.2f} " if older else f"{'-':>9s} ")
+                      + f"{same:3d}/{len(texts)}", flush=True)
                 if args.split:
-                    split(translator, texts, args.repeats, tf, np, timed_interleaved,
+                    split(traced, texts, args.repeats, tf, np, timed_interleaved,
                           beam_search, greedy_search)
+        if baseline:
+            baseline.close()
 
 
 def split(translator, texts, repeats, tf, np, timed_interleaved, beam_search, greedy_search):
-    """Prints where a `Translator` call of each text goes (see the module
-    docstring), medians over `texts`."""
+    """Prints where a traced `Translator` call of each text goes (see the
+    module docstring), medians over `texts`."""
+    from keras_transformer.decoding.translator import NO_BAN
+
     model, tokenizer = translator.model, translator.tokenizer
     weights = translator._output_weights
     encoder = tf.function(lambda ids: model.encode(ids, training=False))
@@ -132,15 +213,15 @@ def split(translator, texts, repeats, tf, np, timed_interleaved, beam_search, gr
         source = np.concatenate([ids.flat_values.numpy()[:model.config.max_source_tokens],
                                  [tokenizer.eos_id]])[None].astype(np.int32)
         blank = np.array([False])
-        traced = (source, blank, tf.constant(0, tf.int64), tf.constant(translator.alpha),
-                  weights)
+        inputs = (source, blank, tf.constant(0, tf.int64), tf.constant(translator.alpha),
+                  weights, NO_BAN)
         found = timed_interleaved({
             "tokenize": lambda: translator._tokenize([text]),
             "encoder": lambda: encoder(source),
             "one output token": lambda: capped(source),
-            "traced": lambda: translator._translate(*traced),
+            "traced": lambda: translator._translate(*inputs),
             "translate": lambda: translator.translate([text])}, 2, repeats)
-        steps = int(translator._translate(*traced)[2].numpy()[0])
+        steps = int(translator._translate(*inputs)[2].numpy()[0])
         parts["tokenize"].append(found["tokenize"])
         parts["encoder"].append(found["encoder"])
         parts["first step"].append(found["one output token"] - found["encoder"])

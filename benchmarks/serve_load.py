@@ -90,16 +90,6 @@ class Server:
     def url(self, path):
         return f"http://127.0.0.1:{self.port}/{path}"
 
-    def wait_compiled(self, seconds=600):
-        """Waits until no model compiles a lone sentence's search any more
-        (`serve` does on a thread at its start; /models says)."""
-        deadline = time.monotonic() + seconds
-        while any(model["compiling"] for model in json.loads(
-                urllib.request.urlopen(self.url("models"), timeout=10).read())["models"]):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the server still compiles its lone search")
-            time.sleep(0.5)
-
     def memory(self):
         """The server's resident memory, in MiB."""
         with open(f"/proc/{self.process.pid}/status") as status:

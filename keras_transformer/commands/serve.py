@@ -285,7 +285,7 @@ def main():
         runtime = runtimes.open_runtime(model, runtime_name, decoding, args.threads, in_flight=1,
                                         slots=args.slots or None)
         runtime.translate(["."])  # traces the search before the first request
-        runtime.compile_lone()  # a lone request's faster search, compiled on a thread
+        runtime.search_lone_faster(args.threads)  # a lone request's faster search
         models.append(ServedModel(runtime, source, target))
     if len({model.name for model in models}) < len(models):  # two folders of one name
         for index, model in enumerate(models):
@@ -299,11 +299,7 @@ def main():
     # flight answered), then raises the signal again with the handler it
     # found: a quiet one makes that the end of a clean exit, status 0.
     signal.signal(signal.SIGTERM, lambda number, frame: None)
-    try:
-        uvicorn.Server(config).run()
-    finally:  # a lone search still compiling: ended before Python ends
-        for model in models:
-            model.runtime.stop_compiling()
+    uvicorn.Server(config).run()
 
 
 def glossaries_folder(args):

@@ -47,6 +47,10 @@ shows). A translation that loops or runs away is searched again with the
 n-grams it repeats banned (the guard; --no-guard turns it off); one that
 every try repeats is cut before its loop and keeps its flag.
 
+Lines typed at a terminal are translated one at a time as they come, each
+by the faster search of a lone sentence (on onnxruntime, as serve searches
+a lone request).
+
 --runtime translates an export (keras-transformer export) with one of its
 formats, as serve does: saved_model, ctranslate2, onnx or litert
 (keras_transformer/runtimes says what each needs).
@@ -105,6 +109,14 @@ class TranslatorEngine:
         self.quality_note = translator.calibration_note and (
             f"its confidence is null: {translator.calibration_note}")
 
+    def search_lone_faster(self):
+        """Lone sentences on onnxruntime (`Translator.search_lone_on_onnxruntime`),
+        where the translator's search can be written as its graphs."""
+        try:
+            self.translator.search_lone_on_onnxruntime()
+        except ValueError:  # sampling, a half precision: the traced search serves
+            pass
+
     def translate_assessed(self, sentences, on_batch):
         """`(translation, trust.Quality)` of each sentence."""
         return self.translator.translate(sentences, on_batch=on_batch, quality=True,
@@ -140,6 +152,9 @@ class RuntimeEngine:
         self.limit = runtime.max_source_tokens
         self.quality_note = runtime.quality_note and (
             f"the {runtime.name} runtime's {runtime.quality_note}")
+
+    def search_lone_faster(self):
+        self.runtime.search_lone_faster(self.runtime.threads)
 
     def translate_assessed(self, sentences, on_batch):
         """`(translation, trust.Quality)` of each sentence (`Runtime.assess`)."""
@@ -344,7 +359,14 @@ def main():
         textfiles.write_lines([], args.output)
         return
     lines = itertools.chain([first], lines)
+    # Lines typed at a terminal: each translated as it comes, alone, by the
+    # faster search of a lone sentence.
+    typed = args.input is None and sys.stdin.isatty() and args.window == DEFAULT_WINDOW
+    if typed:
+        args.window = 1
     engine = open_engine(args, by_runtime)
+    if typed:
+        engine.search_lone_faster()
     if kind == "jsonl" and engine.quality_note:
         cli.warn(f"{args.run_dir}: {engine.quality_note}")
     translate_lines(args, engine, source, lines, language)

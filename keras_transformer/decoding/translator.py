@@ -30,7 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer import documents, run_folder, trust
+from keras_transformer import documents, onnx_step, run_folder, trust
 from keras_transformer.batch_defaults import (
     DEFAULT_IN_FLIGHT,
     DEFAULT_WINDOW,
@@ -73,17 +73,6 @@ GLOSSARY_BEAM = 4
 cannot keep a hypothesis that has placed a term beside one that has not."""
 
 
-def lone_widths(max_length):
-    """The source widths (end token included) a lone sentence is padded to
-    for `Translator.compile_lone`, each compiled once: powers of two from
-    16 below the model's `max_length`, then `max_length` (a few
-    compilations for any model; a source at most twice as wide)."""
-    widths = [16]
-    while widths[-1] * 2 < max_length:
-        widths.append(widths[-1] * 2)
-    return [width for width in widths if width < max_length] + [max_length]
-
-
 def search(model, source_ids, beam_size, alpha, decode_margin, use_cache=True, sampling=None,
            best_only=False, alignment_layer=None, output_weights=None, constraints=None,
            static_cache=False, max_output_length=None, no_repeat_ngram=None):
@@ -107,26 +96,6 @@ def search(model, source_ids, beam_size, alpha, decode_margin, use_cache=True, s
                        use_cache=use_cache, static_cache=static_cache, best_only=best_only,
                        alignment_layer=alignment_layer, output_weights=output_weights,
                        constraints=constraints, no_repeat_ngram=no_repeat_ngram)
-
-
-def lone_search(model, beam_size, decode_margin, alignment_layer=None):
-    """The best-only search (`search`, neither sampling nor constraints) of
-    one padded source, with fixed-shape caches, as a `tf.function`
-    compiled by XLA (`jit_compile`) for each width of the source: called
-    with `(source_ids, alpha, output_weights)`, it gives the
-    `SearchResult`'s fields (a dict of those not None), which the
-    `Translator` detokenizes (XLA cannot compile the tokenizer's string
-    ops)."""
-    def fields(source_ids, alpha, output_weights):
-        # The longest output limit of a source this wide, a Python int: the
-        # caches' length (see `search.beam_search`'s `static_cache`).
-        longest = min(source_ids.shape[1] - 1 + decode_margin, model.config.max_length)
-        found = search(model, source_ids, beam_size, alpha, decode_margin, best_only=True,
-                       alignment_layer=alignment_layer, output_weights=output_weights,
-                       static_cache=True, max_output_length=longest)
-        return {name: value for name, value in vars(found).items() if value is not None}
-
-    return tf.function(fields, jit_compile=True, autograph=False)
 
 
 def translate_ids(model, tokenizer, source_ids, blank, beam_size, alpha, decode_margin,
@@ -344,12 +313,7 @@ class Translator:
             input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2
             + [tf.TensorSpec([None], tf.string)] * 2 + [tf.TensorSpec([], tf.float32)],
             autograph=False)
-        # aligned -> the search of a lone sentence that XLA compiles
-        # (`compile_lone`); (aligned, source width) -> its concrete
-        # function, once compiled.
-        self._lone, self._lone_ready = {}, {}
-        self._lone_threads, self._lone_stop = [], threading.Event()
-        self._lone_widths = lone_widths(model.config.max_length)
+        self._lone = None  # `search_lone_on_onnxruntime`'s search
 
     def _traced_search(self, best_only, alignment_layer=None, constrained=False):
         """The search of a batch of padded source ids, as one `tf.function`
@@ -390,113 +354,47 @@ class Translator:
         return tf.function(functools.partial(traced), input_signature=signature,
                            autograph=False)
 
-    def compile_lone(self, aligned=False, background=True):
-        """From now on, searches a lone sentence (a call, or a batch, of
-        one) with `lone_search`: XLA's compilation of the best-only search
-        (beam or greedy) with fixed-shape caches, for the latency of one
-        sentence, which the traced search spends mostly dispatching a step's
-        several hundred small operations. On a 2-core Xeon a Ding sentence
-        then took 0.58-0.80x the time, the small preset and the base size
-        (docs/benchmarks-log.md, "One sentence alone").
-
-        XLA compiles a search for each shape: a lone source is padded to the
-        next of `lone_widths` (padding changes no result: it is masked, and
-        the output limit counts the real tokens), each compiled once, 1.5-2
-        s of CPU for the small preset. With `background` a thread compiles
-        them, the shortest first, while lone sentences whose width is not
-        compiled yet take the traced search (Python waits for it at exit:
-        `stop_compiling` ends it sooner); else they are compiled before this
-        returns. `aligned`: the search that keeps alignments
-        (`translate(..., aligned=True)`, which a server asks for) instead
-        of the plain one; call twice for both.
-
-        The translations are the traced search's, their scores within
-        1e-5 (XLA's kernels round otherwise), as a sentence's score in a
-        batch and alone already differ.
-
-        Returns:
-            The thread compiling, or None without `background`.
+    def search_lone_on_onnxruntime(self, threads=None):
+        """From now on, searches a lone sentence (a call, or a batch, of one)
+        on onnxruntime (`onnx_step`: the encoder and decoder step written as
+        ONNX graphs from the model's weights, the beam's bookkeeping in
+        NumPy), for the latency of one sentence: the traced search spends
+        it dispatching a step's several hundred small operations, and XLA's
+        compilation of it uses one core, where onnxruntime's kernels use
+        `threads` (default: onnxruntime's choice, every core). The graphs
+        take a fraction of a second to write; the translations, scores and
+        alignments are the traced search's (its scores within 1e-5,
+        onnxruntime's kernels rounding otherwise), docs/translating.md
+        gives the times.
 
         Raises:
             ValueError: for a sampling translator, or a model that is not
-                float32 (XLA's CPU kernels for half precisions are slower
-                than oneDNN's).
+                float32 or whose activation the graphs do not write.
         """
         if self.sampling is not None:
-            raise ValueError("compile_lone compiles beam and greedy search; this translator "
-                             "samples.")
+            raise ValueError("A lone sentence's search on onnxruntime is beam or greedy search; "
+                             "this translator samples.")
         if self.model.compute_dtype != "float32":
-            raise ValueError(f"compile_lone compiles float32 searches; this model computes in "
-                             f"{self.model.compute_dtype}.")
-        if aligned not in self._lone:
-            self._lone[aligned] = lone_search(self.model, self.beam_size, self.decode_margin,
-                                              alignment_layer(self.model) if aligned else None)
-        search, weights = self._lone[aligned], self._output_weights
-        eos, pad = self.tokenizer.eos_id, self.tokenizer.pad_id
-
-        def compile_widths():
-            for width in self._lone_widths:
-                if self._lone_stop.is_set():
-                    return
-                # A concrete function: called directly, it skips the
-                # tf.function's matching of its arguments (0.1 ms a call).
-                compiled = search.get_concrete_function(
-                    tf.TensorSpec([1, width], tf.int32), tf.TensorSpec([], tf.float32),
-                    tf.TensorSpec(weights.shape, weights.dtype))
-                source = np.full((1, width), pad, np.int32)
-                source[0, 0] = eos
-                try:  # XLA compiles it at its first call
-                    compiled(tf.constant(source), tf.constant(self.alpha, tf.float32), weights)
-                except tf.errors.OpError as error:  # the traced search goes on serving
-                    warnings.warn(f"XLA could not compile the search of a lone sentence "
-                                  f"({error.message.splitlines()[0]}); lone sentences keep the "
-                                  "traced search.", stacklevel=2)
-                    return
-                self._lone_ready[aligned, width] = compiled  # (a dict's store is atomic)
-
-        if not background:
-            compile_widths()
-            return None
-        # Not a daemon: XLA's threads abort the process if Python ends while
-        # it compiles.
-        thread = threading.Thread(target=compile_widths, name="compile_lone")
-        self._lone_threads.append(thread)
-        thread.start()
-        return thread
-
-    def stop_compiling(self):
-        """Stops `compile_lone`'s threads once each has compiled the width
-        it is at (XLA's compilation cannot be interrupted), and waits for
-        them; lone sentences of the widths left take the traced search."""
-        self._lone_stop.set()
-        for thread in self._lone_threads:
-            thread.join()
-
-    def compiled_widths(self, aligned=False):
-        """The source widths (`lone_widths`) whose lone sentences
-        `compile_lone` has compiled so far, for the plain or the `aligned`
-        search: sorted."""
-        return sorted(width for kind, width in list(self._lone_ready) if kind == aligned)
-
-    @property
-    def compiling(self):
-        """Whether a thread of `compile_lone` is still compiling."""
-        return any(thread.is_alive() for thread in self._lone_threads)
+            raise ValueError(f"A lone sentence's search on onnxruntime is float32; this model "
+                             f"computes in {self.model.compute_dtype}.")
+        self._lone = onnx_step.LoneSearch(
+            onnx_step.StepGraphs(self.model, alignment_layer(self.model)), self.model.config,
+            threads)
 
     def _search_lone(self, aligned, source, blank):
         """`traced`'s outputs (see `_traced_search`), as NumPy arrays, for one
-        source `(1, width)` padded to a compiled width, by the search that
-        `compile_lone` compiled; detokenized in plain Python
-        (`tokenizer.vocabulary`, a few microseconds, where a call of the
-        tokenizer's op cost 0.7 ms, a tenth of a short greedy translation)."""
-        found = self._lone_ready[aligned, source.shape[1]](
-            tf.constant(source), tf.constant(self.alpha, tf.float32), self._output_weights)
-        tokens = found["tokens"].numpy()[:, 0]
-        text = "" if blank[0] else self.tokenizer.vocabulary.decode(tokens[0])
+        source `(1, length)`, by the search on onnxruntime; detokenized in
+        plain Python (`tokenizer.vocabulary`, a few microseconds, where a
+        call of the tokenizer's op costs 0.7 ms)."""
+        if blank[0]:
+            tokens, score, attended = [self.tokenizer.eos_id], 0.0, [0]
+        else:
+            tokens, score, _, attended = self._lone.search(
+                source[0], self.beam_size, self.alpha, self.decode_margin)
+        text = self.tokenizer.vocabulary.decode(tokens)
         outputs = (np.array([[text.encode("utf-8")]], object),  # (as the op's bytes)
-                   np.where(blank[:, None], 0.0, found["scores"].numpy()),
-                   np.sum(tokens != self.model.config.pad_id, axis=1))
-        return outputs + ((tokens, found["attended"].numpy()[:, 0]) if aligned else ())
+                   np.array([[score]], np.float32), np.array([len(tokens)]))
+        return outputs + ((np.array([tokens]), np.array([attended])) if aligned else ())
 
     @classmethod
     def from_directory(cls, directory, model_file=None, **options):
@@ -710,11 +608,7 @@ class Translator:
             # in the stream: the same input draws the same translations.
             batch_seed = seed * 1_000_003 + start + int(rows[0]) if self.sampling else 0
             if lone and len(rows) == 1 and int(rows[0]) not in bound:
-                width = min(w for w in self._lone_widths if w >= source.shape[1])
-                if (aligned, width) in self._lone_ready:  # compiled: see compile_lone
-                    source = np.pad(source, [[0, 0], [0, width - source.shape[1]]],
-                                    constant_values=self.tokenizer.pad_id)
-                    return rows, self._search_lone(aligned, source, lengths[rows] == 0), False
+                return rows, self._search_lone(aligned, source, lengths[rows] == 0), False
             inputs = (source, lengths[rows] == 0, tf.constant(batch_seed, tf.int64),
                       tf.constant(self.alpha, tf.float32), self._output_weights, NO_BAN)
             if int(rows[0]) not in bound:
@@ -725,7 +619,7 @@ class Translator:
         one = (n_best or 1) == 1 or self.beam_size == 1 or self.sampling is not None
         traced = (self._translate_aligned if aligned else
                   self._translate if one else self._translate_n_best)
-        lone = aligned in self._lone and one and self.sampling is None
+        lone = self._lone is not None and one and self.sampling is None
         bound_traced = self._bound[(n_best or 1) == 1, aligned]
 
         def align(i, translation, tokens, attended):

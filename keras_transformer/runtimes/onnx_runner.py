@@ -14,12 +14,13 @@ Usage:
 """
 
 import os
+import types
 import warnings
 
 import numpy as np
 import onnxruntime
 
-from keras_transformer import run_folder, special_ids
+from keras_transformer import onnx_step, run_folder, special_ids
 from keras_transformer.runtimes.runtime import Runtime
 from keras_transformer.textfiles import clean_text, read_json, truncation_warning
 from keras_transformer.vocabularies.sentencepiece_text import SentencePieceText
@@ -213,18 +214,34 @@ class OnnxTranslator:
 
 class OnnxRuntime(Runtime):
     """An export's ONNX graphs (encoder and decoder step) with the beam
-    search in NumPy (`OnnxTranslator`)."""
+    search in NumPy (`OnnxTranslator`); a lone sentence (one for one best
+    translation) over the graphs written from the weights
+    (`onnx_step.LoneSearch`: the caches kept in onnxruntime, a few
+    operators a step), where the export holds them (exports made before
+    them are told, in one line, to export again)."""
 
     name = "onnx"
 
     def __init__(self, path, decoding, threads=None, in_flight=1):
         super().__init__(path, decoding, threads, in_flight)
-        self.translator = OnnxTranslator(run_folder.export_part(path, "onnx"), threads=threads,
-                                         warn_overlong=False)
+        folder = run_folder.export_part(path, "onnx")
+        self.translator = OnnxTranslator(folder, threads=threads, warn_overlong=False)
         self._tokenizer = self.translator.tokenizer
+        self.lone = None
+        paths = [os.path.join(folder, name) for name in onnx_step.FILES]
+        if all(os.path.isfile(path) for path in paths):
+            self._lone = onnx_step.LoneSearch(
+                paths, types.SimpleNamespace(**self.translator.search.config), threads)
+            self.lone = "onnxruntime"
+        else:
+            warnings.warn(f"{folder} has no graphs of a lone sentence's search (exported before "
+                          "them): export the run again to search lone sentences faster.",
+                          stacklevel=3)
 
     def _translate(self, sentences, n_best, seed):
         settings, translator = self.decoding, self.translator
+        if self.lone and len(sentences) == 1 and n_best == 1:
+            return self._translate_lone(sentences[0])
         source, blank = translator.encode(sentences)
         tokens, scores = translator.search.beam(source, beam_size=settings.beam_size,
                                                 alpha=settings.alpha,
@@ -232,3 +249,14 @@ class OnnxRuntime(Runtime):
         return [[("", 0.0)] * min(n_best, settings.beam_size) if empty else
                 [(translator.decode(ids), float(score)) for ids, score in zip(rows, row_scores)]
                 [:n_best] for rows, row_scores, empty in zip(tokens, scores, blank)]
+
+    def _translate_lone(self, sentence):
+        """`_translate`'s answer for one sentence, over the lone graphs."""
+        source, blank = self.translator.encode([sentence])
+        if blank[0]:
+            return [[("", 0.0)]]
+        settings = self.decoding
+        tokens, score, _, _ = self._lone.search(
+            [int(i) for i in source[0]], settings.beam_size, settings.alpha,
+            settings.decode_margin)
+        return [[(self.translator.decode(tokens), score)]]

@@ -209,23 +209,15 @@ class Runtime:
             raise GlossaryError("Continuous batching (--slots) takes no glossary; the keras "
                                 "runtime's batches do: serve without --slots.")
 
-    def compile_lone(self):
-        """Starts compiling, where the runtime has it, a faster search of a
-        sentence that comes alone (a server's request at idle), and returns
-        the thread compiling it; None elsewhere. The Keras runtime has one
-        (`Translator.compile_lone`); the exports' engines run their own
-        searches."""
-        return None
+    lone = None
+    """What searches a sentence that comes alone, where `search_lone_faster`
+    readied a faster search than the runtime's own ("onnxruntime"); None."""
 
-    def stop_compiling(self):
-        """Ends `compile_lone`'s thread (after the width it compiles) and
-        waits for it: what a server does as it stops."""
-
-    def compiled_widths(self):
-        """`(widths, compiling)`: the source widths whose lone sentences
-        `compile_lone` has compiled so far (`decoding.translator.lone_widths`;
-        [] where there is none), and whether it is still compiling."""
-        return [], False
+    def search_lone_faster(self, threads=None):
+        """Readies, where the runtime has it, a faster search of a sentence
+        that comes alone (a server's request at idle) and sets `lone`. The
+        Keras runtime has one (`Translator.search_lone_on_onnxruntime`); the
+        exports' engines run their own searches."""
 
     def slot_translator(self, n_best=1):
         """A translator with continuous batching for one thread of a server

@@ -72,21 +72,18 @@ class KerasRuntime(Runtime):
         folder's, loaded once."""
         return self.translator.tokenizer.vocabulary
 
-    def compile_lone(self):
-        """The search of a lone sentence for one translation, which keeps
-        its alignment as `translate` asks, compiled by XLA on a thread
-        (`Translator.compile_lone`); none with sampling, slots or a model
-        that is not float32."""
-        if (self.decoding.sampling or self.slots
-                or self.translator.model.compute_dtype != "float32"):
-            return None
-        return self.translator.compile_lone(aligned=True)
-
-    def stop_compiling(self):
-        self.translator.stop_compiling()
-
-    def compiled_widths(self):
-        return self.translator.compiled_widths(aligned=True), self.translator.compiling
+    def search_lone_faster(self, threads=None):
+        """A lone sentence's search on onnxruntime, which keeps its
+        alignment as `translate` asks (`Translator.search_lone_on_onnxruntime`);
+        none with sampling, slots, or a model whose graphs cannot be
+        written (a half precision, an activation they lack)."""
+        if self.decoding.sampling or self.slots:
+            return
+        try:
+            self.translator.search_lone_on_onnxruntime(threads)
+        except ValueError:  # the traced search goes on serving lone sentences
+            return
+        self.lone = "onnxruntime"
 
     def slot_translator(self, n_best=1):
         """A `SlotTranslator` of `slots` (none without, or with sampling,

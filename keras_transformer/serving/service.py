@@ -130,18 +130,17 @@ class Service:
 
     def models(self):
         """Each model's name, runtime, pair, alternatives, whether it aligns
-        by attention and takes a glossary, the source widths of a lone
-        sentence's compiled search ready so far and whether it is still
-        compiling (`Runtime.compiled_widths`), and its queue."""
+        by attention and takes a glossary, what searches a lone sentence
+        where it is not the runtime's own search (`Runtime.lone`), and its
+        queue."""
         found = []
         for model in self.settings.models:
-            widths, compiling = model.runtime.compiled_widths()
             found.append({"model": model.name, "runtime": model.runtime.name,
                           "languages": [model.source, model.target],
                           "max_alternatives": max(model.runtime.decoding.beam_size - 1, 0),
                           "aligns": model.runtime.aligns,
                           "glossaries": obeys_glossaries(model.runtime),
-                          "compiled_widths": widths, "compiling": compiling,
+                          "lone": model.runtime.lone,
                           "queued_sentences": self.batchers[model.name].queued})
         return found
 

@@ -473,3 +473,31 @@ def test_calibrate_fits_the_runs_calibrator_on_files_and_refuses_too_few(small_r
     _error(command("examples/calibrate.py", tmp_path / "nothing"), "is not a folder")
     status, _, _ = command("examples/calibrate.py", run, "--source-file", tmp_path / "dev.de")
     assert status == 2
+
+
+@pytest.mark.slow
+def test_lines_typed_at_a_terminal_are_translated_as_they_come(small_run):
+    """Standard input a terminal (a pseudo-terminal here): each line's
+    translation is written before the next line is typed, by the lone
+    sentence's search, as the Translator translates it."""
+    import pty
+    import select
+
+    expected = Translator.from_directory(str(small_run)).translate(GOOD[:2])
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([sys.executable, os.path.join(processes.ROOT,
+                                                             "examples/translate.py"), small_run],
+                               stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=processes.environment())
+    try:
+        for line, translation in zip(GOOD[:2], expected):
+            os.write(controller, line.encode() + b"\n")
+            ready, _, _ = select.select([process.stdout], [], [], 120)
+            assert ready, "no translation before the next line"
+            assert process.stdout.readline().decode().rstrip("\n") == translation
+        os.write(controller, b"\x04")  # end of input (Ctrl-D)
+        assert process.wait(timeout=60) == 0
+    finally:
+        process.kill()
+        os.close(controller)
+        os.close(terminal)

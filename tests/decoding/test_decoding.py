@@ -22,7 +22,6 @@ from keras_transformer.decoding import (
     length_penalty,
 )
 from keras_transformer.data import encode_sources
-from keras_transformer.decoding.translator import lone_widths
 from keras_transformer.models import BASE, transformer
 from keras_transformer.textfiles import TruncationWarning
 from keras_transformer.training import Trainer, make_strategy, paper_optimizer
@@ -361,26 +360,27 @@ def test_batch_translation_equals_one_by_one(translator):
     assert all(a[1] >= b[1] for hyps in n_best for a, b in zip(hyps, hyps[1:]))
 
 
-@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::keras_transformer.textfiles.TruncationWarning")
 @pytest.mark.parametrize("beam_size", [1, 3])
-def test_lone_sentences_compiled_by_xla_translate_as_the_traced_search(tokenizer_path,
-                                                                        beam_size):
-    """`compile_lone`: each lone sentence (blank, short, long, overlong:
-    every width) is searched by XLA, with the traced search's translation
-    and alignment and its score within 1e-5; batches and n-best lists keep
-    the traced search; `stop_compiling` ends the compiling thread."""
+@pytest.mark.parametrize("norm_first, activation", [(False, "relu"), (True, "gelu"),
+                                                    (False, "silu")])
+def test_lone_sentences_on_onnxruntime_translate_as_the_traced_search(tokenizer_path, beam_size,
+                                                                       norm_first, activation):
+    """`search_lone_on_onnxruntime`: each lone sentence (blank, short, long,
+    overlong) is searched over the graphs written from the weights, with the
+    traced search's translation and alignment and its score within 1e-5,
+    post-norm and pre-norm, each activation the graphs write; batches and
+    n-best lists keep the traced search."""
     keras.utils.set_random_seed(1)
     tokenizer = Tokenizer(tokenizer_path)
-    model = _sharpen(transformer(TINY.replace(max_length=40), tokenizer.vocab_size))
-    plain, fast = (Translator(model, tokenizer, beam_size=beam_size) for _ in range(2))
-    assert fast.compile_lone(background=False) is None
-    fast.compile_lone(aligned=True).join()
-    assert lone_widths(40) == [16, 32, 40]
-    assert fast.compiled_widths() == fast.compiled_widths(aligned=True) == [16, 32, 40]
-    widths, search_lone = [], fast._search_lone
+    model = _sharpen(transformer(TINY.replace(max_length=40, norm_first=norm_first,
+                                              activation=activation), tokenizer.vocab_size))
+    plain, fast = (Translator(model, tokenizer, beam_size=beam_size, guard=False)
+                   for _ in range(2))
+    fast.search_lone_on_onnxruntime(threads=1)
+    searched, search_lone = [], fast._search_lone
     fast._search_lone = lambda aligned, source, blank: (
-        widths.append(source.shape[1]), search_lone(aligned, source, blank))[1]
+        searched.append(source.shape[1]), search_lone(aligned, source, blank))[1]
     lines = ["", *SENTENCES, " ".join(SENTENCES[2:5]), " ".join(SENTENCES) * 3]
     for line in lines:
         for aligned in (False, True):
@@ -389,23 +389,18 @@ def test_lone_sentences_compiled_by_xla_translate_as_the_traced_search(tokenizer
                  (t.translate([line], n_best=1)[0], None)) for t in (plain, fast))
             assert found[0][0] == expected[0][0] and alignment == expected_alignment, line
             np.testing.assert_allclose(found[0][1], expected[0][1], rtol=1e-5, atol=1e-6)
-    assert sorted(set(widths)) == [16, 32, 40]
+    assert len(searched) == 2 * len(lines) and max(searched) == 40  # the overlong line, cut
     assert len({text for line in lines for text in plain.translate([line])}) > 3
-    widths.clear()
+    searched.clear()
     assert fast.translate(SENTENCES) == plain.translate(SENTENCES)
     if beam_size > 1:  # (greedy search's n-best list is its best alone)
         assert fast.translate(SENTENCES[:1], n_best=2) == plain.translate(SENTENCES[:1], n_best=2)
-    assert widths == []
+    assert searched == []
     with pytest.raises(ValueError, match="samples"):
-        Translator(model, tokenizer, sampling=Sampling()).compile_lone()
-    # Stopped at once: the width being compiled is the last; the others'
-    # sentences take the traced search.
-    stopped = Translator(model, tokenizer, beam_size=beam_size)
-    thread = stopped.compile_lone()
-    stopped.stop_compiling()
-    assert not thread.is_alive() and stopped.compiled_widths() in ([], [16])
-    assert [stopped.translate([line]) for line in lines] == [plain.translate([line])
-                                                              for line in lines]
+        Translator(model, tokenizer, sampling=Sampling()).search_lone_on_onnxruntime()
+    with pytest.raises(ValueError, match="activation"):
+        Translator(transformer(TINY.replace(activation="tanh"), tokenizer.vocab_size),
+                   tokenizer).search_lone_on_onnxruntime()
 
 
 def test_length_batches_fill_the_budget_longest_first():

@@ -234,3 +234,27 @@ def test_hub_ids_download_with_huggingface_hub_and_never_a_pickle_unless_allowed
     assert first == "Helsinki-NLP/opus-mt-de-en"
     assert "*.safetensors" in patterns and "pytorch_model.bin" not in patterns
     assert "pytorch_model.bin" in allowed
+
+
+@pytest.mark.slow
+def test_the_lone_search_on_onnxruntime_gives_the_references_tokens(imported):
+    """The graphs written from the weights (`onnx_step`: Marian's positions,
+    swish, logits bias, separate vocabularies) search each sentence alone
+    as the reference does (greedy, and beam search without a length
+    penalty)."""
+    from keras_transformer import onnx_step
+    from keras_transformer.decoding.alignment import alignment_layer
+
+    files, reference, model, _ = imported
+    source, mask, _ = _batch(files)
+    # The reference first: its generate imports Triton, which crashed in a
+    # process where onnxruntime had made a session.
+    expected = {beams: _reference_generate(reference, source, mask, files.pad_id,
+                                           num_beams=beams, length_penalty=0.0,
+                                           early_stopping=True) for beams in (1, 4)}
+    search = onnx_step.LoneSearch(onnx_step.StepGraphs(model, alignment_layer(model)),
+                                  model.config, threads=1)
+    for beams in (1, 4):
+        for row, theirs in zip(source, expected[beams]):
+            tokens = search.search([int(i) for i in row if i != files.pad_id], beams, 0.0, 60)[0]
+            assert tokens == _until_end(theirs, files.eos_id)

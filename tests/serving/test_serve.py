@@ -26,7 +26,6 @@ from helpers.chromium import CHROMIUM, Browser
 from helpers.small_run import WORDS
 from keras_transformer import runtimes
 from keras_transformer.decoding import SlotTranslator, Translator
-from keras_transformer.decoding.translator import lone_widths
 from keras_transformer.serving import Batcher, ServedModel, Settings, create_app
 
 @pytest.fixture(autouse=True)
@@ -346,16 +345,12 @@ def test_concurrent_requests_are_batched_and_answered_as_each_sentence_alone(ser
 
 
 @pytest.mark.slow
-def test_lone_requests_take_the_compiled_search_once_it_is_ready(server, translator):
-    """`serve` compiles a lone sentence's search on a thread
-    (`Translator.compile_lone`): /models lists the widths ready, and then a
-    lone request gets the translation it got before."""
-    deadline = time.monotonic() + 180
-    while (model := json.loads(urllib.request.urlopen(server + "models", timeout=10).read())[
-            "models"][0])["compiling"]:
-        assert time.monotonic() < deadline, f"compiled only {model['compiled_widths']}"
-        time.sleep(0.5)
-    assert model["compiled_widths"] == lone_widths(translator.model.config.max_length)
+def test_lone_requests_are_searched_on_onnxruntime_as_the_translator_searches(server, translator):
+    """`serve` searches a lone request on onnxruntime
+    (`Translator.search_lone_on_onnxruntime`): /models says so, and a lone
+    request gets the Translator's translation."""
+    model = json.loads(urllib.request.urlopen(server + "models", timeout=10).read())["models"][0]
+    assert model["lone"] == "onnxruntime"
     for sentence in _sentences(8, seed=5):
         status, answer, _ = _request(server, {"q": sentence, "source": "de", "target": "en"})
         assert (status, answer["translatedText"]) == (200, translator.translate([sentence])[0])

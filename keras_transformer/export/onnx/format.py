@@ -1,8 +1,10 @@
 """The onnx/ part of an export: the encoder, decoder-step and forward graphs
 (`graphs`), their config and the tokenizer files, for the ONNX runtime
-(`runtimes.onnx_runner`); and translate.onnx (`text`), text in, text out,
-with the tokenizer and onnxruntime's beam search inside. int8 weights are
-`int8`'s: written and checked in float32 first, then quantized."""
+(`runtimes.onnx_runner`); the graphs of a lone sentence's search written
+from the weights (`onnx_step`), which the runtime searches a lone sentence
+over; and translate.onnx (`text`), text in, text out, with the tokenizer and
+onnxruntime's beam search inside. int8 weights are `int8`'s: written and
+checked in float32 first, then quantized."""
 
 import importlib.util
 import json
@@ -13,7 +15,9 @@ import numpy as np
 import onnx
 import onnxruntime
 
+from keras_transformer import onnx_step
 from keras_transformer.decoding import beam_search
+from keras_transformer.decoding.alignment import alignment_layer
 from keras_transformer.export.checks import CHECK_SENTENCES, agreement, require, run_checker
 from keras_transformer.export.formats import ExportFormat
 from keras_transformer.export.onnx import graphs, int8, text
@@ -50,9 +54,10 @@ def runner_config(model):
 
 class OnnxFormat(ExportFormat):
     """onnx/, written in float32 and checked against the in-process model:
-    logits, the runner's beam search, and translate.onnx's greedy and
-    alpha = 0 beam translations; then, for int8, quantized and measured for
-    how often it agrees."""
+    logits, the runner's beam search, the lone sentence's search (each check
+    sentence alone: the best-only search's tokens), and translate.onnx's
+    greedy and alpha = 0 beam translations; then, for int8, quantized and
+    measured for how often it agrees."""
 
     name = "onnx"
     quantizations = ("float32", "int8")
@@ -61,6 +66,10 @@ class OnnxFormat(ExportFormat):
         model, tokenizer = checks.model, checks.tokenizer
         directory = os.path.join(folder, self.name)
         paths = graphs.export(model, directory)
+        lone = onnx_step.StepGraphs(model, alignment_layer(model))
+        for name, proto in zip(onnx_step.FILES, (lone.encoder, lone.step)):
+            paths[name] = os.path.join(directory, name)
+            onnx.save(proto, paths[name])
         with open(os.path.join(directory, CONFIG_FILE), "w") as file:
             json.dump(runner_config(model), file, indent=2)
         tokenizer.save(directory)
@@ -83,8 +92,12 @@ class OnnxFormat(ExportFormat):
         require(difference < 1e-4, f"ONNX logits differ from Keras by {difference} (> 1e-4)")
         require(np.array_equal(tokens, beam_search(model, checks.source).tokens.numpy()),
                 "the onnxruntime beam search differs from the TensorFlow one")
+        lone_tokens = _lone_tokens(directory, checks)
+        require(lone_tokens == [row[0] for row in _trimmed(beam_search(
+            model, checks.source, best_only=True).tokens.numpy(), model.config.eos_id)],
+                "the lone sentence's search on onnxruntime differs from the TensorFlow one")
         report = {"path": self.name, "opset": graphs.OPSET, "max_logit_difference": difference,
-                  "beam_tokens_match": True}
+                  "beam_tokens_match": True, "lone_tokens_match": True}
         if translates and not run_translate:
             warnings.warn(f"onnx/{text.FILE} was written but not checked: running it needs "
                           "onnxruntime-extensions (pip install 'keras-transformer[onnx-text]').",
@@ -105,12 +118,35 @@ class OnnxFormat(ExportFormat):
                                                                run_translate)
             report["int8"] = {
                 "max_logit_difference": float(np.abs(int8_logits - checks.logits).max()),
-                "beam_tokens_agreement": agreement(list(int8_tokens), list(tokens))}
+                "beam_tokens_agreement": agreement(list(int8_tokens), list(tokens)),
+                "lone_tokens_agreement": agreement(_lone_tokens(directory, checks),
+                                                   lone_tokens)}
             if run_translate:
                 report["int8"]["translate_agreement"] = agreement(
                     [line for run in int8_translations for line in run],
                     [line for run in translations for line in run])
         return report
+
+
+def _trimmed(tokens, eos_id):
+    """Each hypothesis of `tokens` `(batch, n, length)` up to its end token,
+    included, as lists."""
+    return [[list(row[:list(row).index(eos_id) + 1]) if eos_id in row else list(row)
+             for row in sentence] for sentence in tokens]
+
+
+def _lone_tokens(directory, checks):
+    """The lone sentence's search's tokens (end token included) of each
+    check source, searched alone over the graphs in `directory`."""
+    config = checks.model.config
+    search = onnx_step.LoneSearch([os.path.join(directory, name) for name in onnx_step.FILES],
+                                  config)
+    found = []
+    for row in checks.source:
+        source = [int(i) for i in row if i != config.pad_id]
+        found.append(search.search(source, config.beam_size, config.length_penalty,
+                                   config.decode_margin)[0])
+    return found
 
 
 def _saved_model_translations(checks):
