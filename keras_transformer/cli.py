@@ -92,8 +92,8 @@ def run(main, interrupted=INTERRUPTED, name=None):
     `PROGRAM: interrupted; <interrupted>` and status 130. Python warnings
     print as `PROGRAM: warning: MESSAGE`. PROGRAM is `name` when given (a
     subcommand of the installed command), else the script's file name.
-    TensorFlow starts quietly (`startup`; the commands' `--verbose` shows
-    its start-up lines).
+    The libraries' own lines are held back (`startup`; the commands'
+    `--verbose` shows them).
     """
     global _program
     warnings.showwarning = _show_warning
@@ -128,11 +128,13 @@ class _Verbose(argparse.Action):
 
 
 def add_verbose_argument(parser):
-    """`--verbose` of every command: TensorFlow's start-up and C++ log lines
-    as it writes them (see `startup`)."""
+    """`--verbose` of every command: the libraries' own lines as they write
+    them (see `startup`)."""
     parser.add_argument("--verbose", action=_Verbose,
-                        help="show TensorFlow's start-up and C++ log lines, which are held back "
-                             "(so does TF_CPP_MIN_LOG_LEVEL set in the environment)")
+                        help="show the libraries' own lines (TensorFlow's start-up and C++ log, "
+                             "absl's, TensorFlow's and Apache Beam's Python logs, TFDS's "
+                             "progress bars), which are held back whatever TF_CPP_MIN_LOG_LEVEL "
+                             "says")
 
 
 class HelpFormatter(argparse.HelpFormatter):

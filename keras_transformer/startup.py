@@ -1,24 +1,41 @@
 """How the commands start TensorFlow: quietly, and without the optional
 modules its import would load for nothing.
 
-Quietly. Importing TensorFlow 2.21 writes C++ log lines straight to file
-descriptor 2 before its logging reads `TF_CPP_MIN_LOG_LEVEL`: "All log
-messages before absl::InitializeLog() is called are written to STDERR" and
-"Could not find cuda drivers" once for each of its two native libraries,
-its CPU-feature and oneDNN notes; then its search for GPUs logs "failed call
-to cuInit" as an error on every machine without a CUDA driver (its GPU
-builds add "Unable to register cuDNN factory" errors and a TensorRT
-warning). None of it is the command's, a user reads the error line as its
-failure, and `TF_CPP_MIN_LOG_LEVEL=3` does not silence what comes before
-TensorFlow's logging starts. So while a command runs (`cli.run`), the first
-import of TensorFlow and its search for GPUs write descriptor 2 into a
-temporary file, and what they wrote goes on to standard error afterwards
-less the chatter (`is_chatter`): C++ log lines of levels INFO and WARNING,
-which the commands' `TF_CPP_MIN_LOG_LEVEL=2` hides once TensorFlow's logging
-has started, and the start-up errors that are none. Python warnings,
-tracebacks and any other error still reach the user. `--verbose`
-(`verbose`) or the user's own `TF_CPP_MIN_LOG_LEVEL` leaves everything as
-TensorFlow writes it.
+Quietly. A command prints its own lines (progress and results, warnings
+and errors) and not the libraries': while it runs (`cli.run`) without
+`--verbose` (`verbose`), they are held back, whatever the user's
+`TF_CPP_MIN_LOG_LEVEL` says (`quiet`):
+
+- TensorFlow's start. Importing TensorFlow 2.21 writes C++ log lines
+  straight to file descriptor 2 before its logging reads
+  `TF_CPP_MIN_LOG_LEVEL`, so that even 3 does not silence them: absl's
+  "All log messages before absl::InitializeLog() is called are written to
+  STDERR" and "Could not find cuda drivers", once for each of two native
+  libraries that carry their own absl and CUDA stub (the framework's,
+  loaded by `tensorflow.python.platform.self_check`, and the profiler's,
+  `_pywrap_profiler_plugin`); its CPU-feature and oneDNN notes; then its
+  search for GPUs logs "failed call to cuInit" as an error on every machine
+  without a CUDA driver (its GPU builds add "Unable to register cuDNN
+  factory" errors and a TensorRT warning). None of it is the command's, and
+  a user reads the error line as its failure. So the first import of
+  TensorFlow and its search for GPUs write descriptor 2 into a temporary
+  file, and what they wrote goes on to standard error afterwards less the
+  chatter (`is_chatter`): C++ log lines of levels INFO and WARNING, and the
+  start-up errors that are none.
+- TensorFlow's C++ log afterwards: `TF_CPP_MIN_LOG_LEVEL` is 2 (errors
+  only), or the user's where it is stricter (3).
+- Python's logging of the libraries (`PYTHON_LOGGERS`) keeps to errors:
+  absl's, which tf.data and TensorFlow Datasets log through (tf.data's
+  "Changing the value of option enabled from False to True." when training
+  turns autotuning back on for its cached input, `data.autotuned`), and
+  TensorFlow's own.
+- TensorFlow Datasets' progress bars are off (`data.corpora` asks `quiet`
+  before a dataset is prepared), and so is Python's logging below errors
+  while Apache Beam is imported (`root_logger_to_errors`).
+
+Python warnings, tracebacks and every error still reach the user.
+`--verbose` lets everything through as the libraries write it, at the
+user's `TF_CPP_MIN_LOG_LEVEL`.
 
 Without the optional modules. TensorFlow's import loads JAX (for its
 converter of JAX functions to TensorFlow Lite) and SciPy (for sparse inputs
@@ -27,20 +44,22 @@ galleries) and JAX (for its Orbax checkpoints), each only when installed
 and none of them used by a command: a good part of the CPU time of
 `import tensorflow` where all three are installed, and of a small `train`
 run's (`train` imports Keras first; `benchmarks/translate_file.py`
-measures the start-up). While the first of TensorFlow and Keras is
-imported, those not imported yet are held back (as if not installed,
-which TensorFlow and Keras allow for); afterwards a command that wants
-one (Matplotlib for `visualize`) imports it as usual.
+measures the start-up). While TensorFlow or Keras is imported, those not
+imported yet are held back (as if not installed, which TensorFlow and
+Keras allow for); afterwards a command that wants one (Matplotlib for
+`visualize`) imports it as usual.
 
-The same start serves `train` on JAX and PyTorch, which import TensorFlow
-for tf.data: where Keras runs on JAX (`keras_backend`), JAX and SciPy,
-which Keras' JAX backend imports, are not held back. Plain Python: nothing
-here imports TensorFlow.
+The same start serves `train` on JAX and PyTorch, whose Keras does not
+import TensorFlow: `train` imports it afterwards for tf.data, and that
+import is run the commands' way too. Where Keras runs on JAX
+(`keras_backend`), JAX and SciPy, which Keras' JAX backend imports, are
+not held back. Plain Python: nothing here imports TensorFlow.
 """
 
 import contextlib
 import importlib.abc
 import json
+import logging
 import os
 import re
 import sys
@@ -48,7 +67,10 @@ import tempfile
 
 LEVEL_VARIABLE = "TF_CPP_MIN_LOG_LEVEL"
 COMMAND_LEVEL = "2"
-"""TensorFlow's C++ log level under the commands: errors only."""
+"""TensorFlow's C++ log level under the commands: errors only (the user's
+where it is stricter)."""
+PYTHON_LOGGERS = ("absl", "tensorflow")
+"""The libraries' Python loggers the commands keep to errors."""
 STARTING = ("tensorflow", "keras")
 """The modules whose first import is run the commands' way (Keras on
 TensorFlow imports TensorFlow)."""
@@ -71,7 +93,10 @@ _NOT_ERRORS = re.compile(r"failed call to cuInit|Unable to register cu(DNN|FFT|B
 _NOTES = ("WARNING: All log messages before absl::InitializeLog() is called are written to "
           "STDERR", "To enable the following instructions:")
 
-_state = {"finder": None, "level_set": False}
+# What a quiet command changed (restored by `_restore`): the user's
+# TF_CPP_MIN_LOG_LEVEL (None: unset) and the levels of `PYTHON_LOGGERS`.
+_UNCHANGED = object()
+_state = {"finder": None, "quiet": False, "user_level": _UNCHANGED, "logger_levels": {}}
 
 
 def is_chatter(line):
@@ -107,40 +132,91 @@ def held_back_now():
 
 @contextlib.contextmanager
 def tensorflow_start(modules=STARTING, held_back=held_back_now):
-    """Within this block, the first import of any of `modules` (TensorFlow
-    or Keras) holds back the modules `held_back()` (called as that import
-    starts), and it and TensorFlow's search for GPUs keep their chatter off
-    standard error unless TF_CPP_MIN_LOG_LEVEL is set (the user's own),
-    which otherwise is 2 in the block; `verbose` within it lets everything
-    through. Nothing changes where one of `modules` is imported already."""
+    """Within this block the libraries' lines are held back (`quiet`: see
+    the module docstring): TF_CPP_MIN_LOG_LEVEL is `_command_level`'s, and
+    the first import of each of `modules` (TensorFlow, Keras) holds back the
+    modules `held_back()` (called as that import starts), keeps its chatter
+    and that of TensorFlow's search for GPUs off standard error, and then
+    keeps `PYTHON_LOGGERS` to errors; `verbose` within it lets everything
+    through. Afterwards all is as it was. Nothing changes where one of
+    `modules` is imported already."""
     if any(module in sys.modules for module in modules):
         yield
         return
-    if os.environ.get(LEVEL_VARIABLE) is None:
-        os.environ[LEVEL_VARIABLE] = COMMAND_LEVEL
-        _state["level_set"] = True
-    _state["finder"] = _StartingImport(modules, held_back, quiet=_state["level_set"])
+    user_level = os.environ.get(LEVEL_VARIABLE)
+    os.environ[LEVEL_VARIABLE] = _command_level(user_level)
+    _state.update(quiet=True, user_level=user_level)
+    _state["finder"] = _StartingImport(modules, held_back)
     sys.meta_path.insert(0, _state["finder"])
     try:
         yield
     finally:
         _remove_finder()
-        _unset_level()
+        _restore()
+
+
+def _command_level(user_level):
+    """TF_CPP_MIN_LOG_LEVEL in a quiet command, given the user's (None:
+    unset): `COMMAND_LEVEL`, or the user's where it is stricter."""
+    try:
+        stricter = int(user_level) > int(COMMAND_LEVEL)
+    except (TypeError, ValueError):
+        stricter = False
+    return user_level if stricter else COMMAND_LEVEL
+
+
+def quiet():
+    """Whether the libraries' own lines are held back now: in a command's
+    `tensorflow_start` without `verbose`."""
+    return _state["quiet"]
 
 
 def verbose():
-    """Lets TensorFlow write everything it logs, as it does by default
-    (`--verbose`), where `tensorflow_start` would keep its chatter back and
-    TensorFlow has not started yet."""
-    if _state["finder"] is not None:
-        _state["finder"].quiet = False
-    _unset_level()
+    """Lets the libraries write everything they log, as they do by default
+    and at the user's TF_CPP_MIN_LOG_LEVEL (`--verbose`), where
+    `tensorflow_start` would hold their lines back."""
+    _restore()
 
 
-def _unset_level():
-    if _state["level_set"]:
+@contextlib.contextmanager
+def root_logger_to_errors():
+    """In a quiet command (`quiet`), Python's logging keeps to errors in this
+    block: for a library that logs warnings through the root logger as it is
+    imported (Apache Beam's "apitools not found, and bigquery client
+    libraries are not available ..." where Google Cloud's client is not
+    installed), which no logger's level holds back."""
+    if not quiet():
+        yield
+        return
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(previous)
+
+
+def _restore():
+    """Undoes what `tensorflow_start` changed to keep the libraries quiet."""
+    _state["quiet"] = False
+    user_level, _state["user_level"] = _state["user_level"], _UNCHANGED
+    if user_level is None:
         os.environ.pop(LEVEL_VARIABLE, None)
-        _state["level_set"] = False
+    elif user_level is not _UNCHANGED:
+        os.environ[LEVEL_VARIABLE] = user_level
+    levels, _state["logger_levels"] = _state["logger_levels"], {}
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def _python_loggers_to_errors():
+    """Keeps `PYTHON_LOGGERS` to errors, remembering their levels. After
+    TensorFlow's or Keras' import, which made absl's logger (its own class:
+    made before, it would be a plain one)."""
+    for name in PYTHON_LOGGERS:
+        logger = logging.getLogger(name)
+        _state["logger_levels"].setdefault(name, logger.level)
+        logger.setLevel(logging.ERROR)
 
 
 def _remove_finder():
@@ -194,13 +270,16 @@ def _modules_held_back(names):
 
 
 class _StartingImport(importlib.abc.MetaPathFinder):
-    """Finds the first of `modules` imported with the other finders, and has
-    its loader run the import (and the search for GPUs) the commands' way;
-    once. A library may look a module up without importing it
-    (`importlib.util.find_spec`): the finder stays until an import runs."""
+    """Finds each of `modules` imported with the other finders, and has its
+    loader run the import (and the search for GPUs) the commands' way; once
+    a module, and the modules that import imports are plain imports in it.
+    Keras on TensorFlow imports TensorFlow in its import; on JAX or PyTorch
+    it does not, and `train` imports TensorFlow afterwards for tf.data. A
+    library may look a module up without importing it
+    (`importlib.util.find_spec`): the finder stays until its imports ran."""
 
-    def __init__(self, modules, held_back, quiet):
-        self.modules, self.held_back, self.quiet = modules, held_back, quiet
+    def __init__(self, modules, held_back):
+        self.modules, self.held_back = modules, held_back
 
     def find_spec(self, name, path=None, target=None):
         if name not in self.modules:
@@ -219,10 +298,10 @@ class _StartingImport(importlib.abc.MetaPathFinder):
 
 class _StartingLoader(importlib.abc.Loader):
     """Runs another loader's import with the finder's modules held back and,
-    when quiet, descriptor 2 filtered; then, where TensorFlow was imported
+    when `quiet`, descriptor 2 filtered; then, where TensorFlow was imported
     (by itself or by Keras), its search for GPUs (its cuInit error comes
     then, not at import; the search would come at its first operation
-    anyway)."""
+    anyway); and when `quiet`, keeps `PYTHON_LOGGERS` to errors."""
 
     def __init__(self, loader, finder):
         self.loader, self.finder = loader, finder
@@ -231,11 +310,20 @@ class _StartingLoader(importlib.abc.Loader):
         return self.loader.create_module(spec)
 
     def exec_module(self, module):
-        _remove_finder()
+        finder = self.finder
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
         module.__loader__ = module.__spec__.loader = self.loader
-        with _descriptor_2_filtered() if self.finder.quiet else contextlib.nullcontext():
-            with _modules_held_back(self.finder.held_back()):
-                self.loader.exec_module(module)
-            tensorflow = sys.modules.get("tensorflow")
-            if tensorflow is not None:
-                tensorflow.config.list_physical_devices("GPU")
+        try:
+            with _descriptor_2_filtered() if quiet() else contextlib.nullcontext():
+                with _modules_held_back(finder.held_back()):
+                    self.loader.exec_module(module)
+                tensorflow = sys.modules.get("tensorflow")
+                if tensorflow is not None:
+                    tensorflow.config.list_physical_devices("GPU")
+            if quiet():
+                _python_loggers_to_errors()
+        finally:
+            if _state["finder"] is finder and any(name not in sys.modules
+                                                  for name in finder.modules):
+                sys.meta_path.insert(0, finder)

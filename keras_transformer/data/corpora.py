@@ -8,6 +8,7 @@ import os
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from keras_transformer import startup
 from keras_transformer.data import ding, prepared
 from keras_transformer.textfiles import describe_lines
 
@@ -82,10 +83,15 @@ class Corpus:
         return pairs.batch(batch_size) if batch_size else pairs
 
     def _builder(self):
+        """The dataset's TFDS builder, its records prepared (once); TFDS's
+        progress bars off while a command holds the libraries' lines back
+        (`startup.quiet`)."""
         if self.kind == "ding":
             builder = ding.DingDeEn(data_dir=self.data_dir, source_path=self.ding_path)
         else:
             builder = tfds.builder(self.name, data_dir=self.data_dir)
+        if startup.quiet():
+            tfds.disable_progress_bar()
         builder.download_and_prepare()
         return builder
 

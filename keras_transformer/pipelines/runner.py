@@ -4,6 +4,7 @@ and an output folder that appears whole or not at all."""
 import contextlib
 import os
 
+from keras_transformer import startup
 from keras_transformer.textfiles import check_output, replace_folder
 
 DEFAULT_RUNNER = "FnApiRunner"
@@ -15,9 +16,12 @@ or in N worker processes with `--direct_running_mode=multi_processing
 
 
 def require_beam():
-    """The `apache_beam` module, or a one-line ImportError saying how to get it."""
+    """The `apache_beam` module, or a one-line ImportError saying how to get
+    it; imported, the first time, without the warning it logs where Google
+    Cloud's client is not installed (`startup.root_logger_to_errors`)."""
     try:
-        import apache_beam
+        with startup.root_logger_to_errors():
+            import apache_beam
     except ImportError:
         raise ImportError("Apache Beam is not installed: pip install 'keras-transformer[beam]'.") \
             from None

@@ -328,7 +328,8 @@ def calibrate(output_dir, corpus, backend, sentences=RunOptions.calibrate_senten
                              only_sentences=True)
         report = calibrate_run(output_dir, pairs).report
     except (ValueError, OSError, tf.errors.OpError) as error:
-        print(f"No calibrator: {str(error).splitlines()[0]}")
+        reason = str(error).splitlines()[0]
+        print(f"No calibrator: {reason[:1].lower()}{reason[1:]}")
         return
     print(f"Fitted the run's calibrator on {report['sentences']} validation sentences "
           f"(cross-validated AUROC {report['auroc']:.3f}).")

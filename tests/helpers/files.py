@@ -1,4 +1,4 @@
-"""Files that tests hand to what reads documents."""
+"""Files that tests hand to what reads documents and corpora."""
 
 import io
 import zipfile
@@ -14,3 +14,14 @@ def zip_bomb():
             for _ in range(1024):
                 member.write(b"\0" * 2**20)
     return data.getvalue()
+
+
+def ding_file(path, count=600):
+    """Writes `count` pairs in the Ding dictionary's line format (numbered
+    words and phrases) to `path`, and returns it."""
+    words = "Haus Baum Hund Katze Tisch Stuhl Buch Stadt".split()
+    english = "house tree dog cat table chair book town".split()
+    lines = [f"{words[i % 8]} {i % 50} und {words[(i // 8) % 8]} :: "
+             f"{english[i % 8]} {i % 50} and {english[(i // 8) % 8]}\n" for i in range(count)]
+    path.write_text("".join(lines), encoding="utf-8")
+    return path

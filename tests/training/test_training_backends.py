@@ -16,6 +16,7 @@ import pytest
 
 from helpers import processes
 from helpers.commands import command
+from helpers.files import ding_file
 from helpers.backend_training_job import train
 from keras_transformer.data import shape_boundaries
 from keras_transformer.training import backends
@@ -103,20 +104,10 @@ def _command(*argv, backend, stdin="", **extra_env):
         env=processes.environment(KERAS_BACKEND=backend, **extra_env))
 
 
-def _ding(path, count=600):
-    """Pairs in the Ding dictionary's line format: numbered words and phrases."""
-    words = "Haus Baum Hund Katze Tisch Stuhl Buch Stadt".split()
-    english = "house tree dog cat table chair book town".split()
-    lines = [f"{words[i % 8]} {i % 50} und {words[(i // 8) % 8]} :: "
-             f"{english[i % 8]} {i % 50} and {english[(i // 8) % 8]}\n" for i in range(count)]
-    path.write_text("".join(lines), encoding="utf-8")
-    return path
-
-
 def test_a_jax_data_parallel_run_translates_and_averages_on_tensorflow(tmp_path):
     run = tmp_path / "run"
     trained = _command(
-        "train", "--output", run, "--dataset", "ding", "--ding-path", _ding(tmp_path / "de-en"),
+        "train", "--output", run, "--dataset", "ding", "--ding-path", ding_file(tmp_path / "de-en"),
         "--data-dir", tmp_path / "tfds", "--vocab-size", 120, "--preset", "small",
         "--set", "d_model=32", "--set", "d_ff=64", "--set", "max_length=24",
         "--batch-tokens", 512, "--steps", 20, "--eval-every-steps", 10,
