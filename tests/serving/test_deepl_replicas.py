@@ -135,11 +135,11 @@ def test_a_sigterm_in_the_middle_of_a_document_leaves_the_folder_whole(small_run
     document, which its key then fetches, as the server translates it."""
     state = tmp_path / "state"
     (tmp_path / "keys.txt").write_text(f"{A}\n")
-    # One sentence a batch, one batch at a time: seconds for the document.
-    options = ("--state-dir", state, "--api-keys", tmp_path / "keys.txt", "--batch-tokens", 1,
-               "--workers", 1)
+    options = ("--state-dir", state, "--api-keys", tmp_path / "keys.txt")
     with open(tmp_path / "serve.log", "w") as log:
-        process, url = servers.start(small_run, *options, log=log)
+        # One sentence a batch, one batch at a time: seconds for the document.
+        process, url = servers.start(small_run, *options, "--batch-tokens", 1, "--workers", 1,
+                                     log=log)
         try:
             a = deepl.Translator(A, server_url=url.rstrip("/"))
             handed = a.translate_document_upload(LONG.encode(), source_lang="DE",
@@ -162,6 +162,8 @@ def test_a_sigterm_in_the_middle_of_a_document_leaves_the_folder_whole(small_run
         assert job["status"] == "translating" and handed.document_key not in json.dumps(job)
         assert kept[f"documents/{handed.document_id}.upload"] == LONG.encode()
         assert f"documents/{handed.document_id}.result" not in kept
+        # (Its own batches: the text of 800 sentences below, one a batch,
+        # could outlast the client's timeout on a loaded machine.)
         process, url = servers.start(small_run, *options, log=log)
         try:
             a = deepl.Translator(A, server_url=url.rstrip("/"))
