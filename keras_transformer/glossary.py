@@ -20,7 +20,7 @@ Matching (`Glossary.find`):
 - A term in lower case, or with only its first letter capitalised, matches
   any case ("bank" matches "Bank" at the sentence's start) and its
   inflected forms: every word is compared as its lemma (simplemma's
-  dictionaries) reduced to its Snowball stem (snowballstemmer), so
+  dictionaries, `_lemmatizer`) reduced to its Snowball stem (snowballstemmer), so
   "Detektiv" matches "des Detektivs" and "Häuser" matches "Haus". Other
   capitals ("IBM", "iPhone") must match as written.
 - What is not a word (a symbol, an emoji, punctuation: "C++", "→", "🪨")
@@ -45,13 +45,16 @@ same source term and target are one.
 
 import csv
 import dataclasses
+import functools
 import io
 import os
 import re
 
 import ahocorasick
-import simplemma
 import snowballstemmer
+from simplemma import Lemmatizer
+from simplemma.strategies import DefaultStrategy
+from simplemma.strategies.dictionaries import TrieDictionaryFactory
 
 FORMATS = ("tsv", "csv", "tbx")
 
@@ -74,6 +77,18 @@ _QUOTES = str.maketrans({"’": "'", "‘": "'", "ʼ": "'", "“": '"', "”": '
 """Typographic apostrophes and quotes, matched as the plain ones."""
 
 _SEPARATOR = "\x1f"
+
+
+@functools.cache
+def _lemmatizer():
+    """simplemma's lemmatizer over its dictionaries as MARISA tries
+    (marisa-trie), each built at a language's first use on the machine and
+    kept in the user's cache folder by simplemma: its default dictionaries
+    are decoded into a Python dict at every process's first lemma (German's
+    million forms: 1.2 s on a Zen 3, most of what a glossary added to a
+    short file's command), a kept trie loads in milliseconds."""
+    return Lemmatizer(lemmatization_strategy=DefaultStrategy(
+        dictionary_factory=TrieDictionaryFactory()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +145,7 @@ class _Words:
                 found = (token.translate(_QUOTES),) * 2
             else:
                 try:
-                    lemma = simplemma.lemmatize(token, lang=self.language)
+                    lemma = _lemmatizer().lemmatize(token, lang=self.language)
                 except ValueError:  # a language simplemma has no dictionary of
                     lemma = token
                 key = lemma.lower()

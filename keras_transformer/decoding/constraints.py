@@ -69,15 +69,11 @@ class Constraints:
             whose phrases are all padding has no constraint.
         word_starts: bool `(target vocabulary,)`: the tokens after which a
             phrase's last word has ended (`word_starts`); None: every token.
-        every: True where every sentence of the batch has constraints (a
-            Python bool: the search then runs the constrained step alone,
-            not beside the unconstrained one).
     """
 
     phrases: tf.Tensor
     owner: tf.Tensor
     word_starts: tf.Tensor = None
-    every: bool = False
 
     @classmethod
     def of(cls, sentences, word_starts=None):

@@ -667,21 +667,15 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
         log_probs, state, attended = decoder.log_probs(
             tf.reshape(s["alive"][:, :copies], [live * copies, -1]), step, state,
             at_limit=tf.repeat(step + 1 >= s["limit"], copies))
-        if constraints is None or not constraints.every:
+        if constraints is None:
             sentences, rows = beam_step(s, log_probs, step, k, copies, alpha, config, attended)
-        if constraints is not None:  # the constrained sentences' step instead
-            bound, bound_rows = lexical.constrained_step(
-                s, log_probs, step, k, copies, alpha, config,
-                top_extensions(s, log_probs, k, copies), length_penalty, _write,
-                constraints.word_starts, attended)
-            if constraints.every:
-                sentences, rows = bound, bound_rows
-            else:
-                constrained = s["constrained"]
-                sentences = {name: _where_sentences(constrained, bound[name], value)
-                             if name in bound else value
-                             for name, value in (s | sentences).items()}
-                rows = tf.where(constrained[:, None], bound_rows, rows)
+        else:
+            sentences, rows = _either_step(
+                s, lambda: beam_step(s, log_probs, step, k, copies, alpha, config, attended),
+                lambda: lexical.constrained_step(
+                    s, log_probs, step, k, copies, alpha, config,
+                    top_extensions(s, log_probs, k, copies), length_penalty, _write,
+                    constraints.word_starts, attended))
         if drop:
             def drop_done(sentences, state, results, rows):
                 kept, sentences, results = _drop_done(
@@ -707,6 +701,28 @@ def beam_search(model, source_ids, beam_size=None, alpha=None, decode_margin=Non
     return SearchResult(results["tokens"][:, :, 1:], results["scores"], results["log_probs"],
                         results["attended"][:, :, 1:] if aligned else None,
                         results.get("met"))
+
+
+def _either_step(s, plain, bound):
+    """The step of a constrained search's sentences `s`: `bound()` (the
+    constrained step) for those with constraints, `plain()` (beam search's)
+    for the others; each `(sentences, rows)`. Each runs only where the
+    batch holds its kind of sentence (a `tf.cond` at every step), so that
+    one traced search serves batches with constraints, batches without
+    and batches of both: a glossary's translations trace one search, not
+    two (a trace is most of a short file's time)."""
+    constrained = s["constrained"]
+    every, some = tf.reduce_all(constrained), tf.reduce_any(constrained)
+    unused = (s, tf.zeros_like(s["alive"][:, :, 0]))  # (a branch not taken)
+    plain = tf.cond(every, lambda: unused, plain)
+    bound = tf.cond(some, bound, lambda: unused)
+
+    def merged():
+        sentences = {name: _where_sentences(constrained, bound[0][name], value)
+                     for name, value in plain[0].items()}
+        return sentences, tf.where(constrained[:, None], bound[1], plain[1])
+
+    return tf.cond(every, lambda: bound, lambda: tf.cond(some, merged, lambda: plain))
 
 
 def _where_sentences(chosen, value, otherwise):

@@ -342,7 +342,7 @@ class Translator:
                 sampling=sampling and dataclasses.replace(sampling, seed=seed),
                 best_only=best_only, alignment_layer=alignment_layer,
                 output_weights=output_weights,
-                constraints=Constraints(*bound, self._word_starts, every=True) if bound else None,
+                constraints=Constraints(*bound, self._word_starts) if bound else None,
                 no_repeat_ngram=no_repeat_ngram)
 
         # The search's loops and branches are tf.while_loop and tf.cond
@@ -611,9 +611,10 @@ class Translator:
                 return rows, self._search_lone(aligned, source, lengths[rows] == 0), False
             inputs = (source, lengths[rows] == 0, tf.constant(batch_seed, tf.int64),
                       tf.constant(self.alpha, tf.float32), self._output_weights, NO_BAN)
-            if int(rows[0]) not in bound:
+            if int(rows[0]) not in bound and not shared:
                 return rows, traced(*inputs), False
-            constraints = Constraints.of([bound[int(i)][1] for i in rows])
+            constraints = Constraints.of([bound[int(i)][1] if int(i) in bound else []
+                                          for i in rows])
             return rows, bound_traced(*inputs, constraints.phrases, constraints.owner), True
 
         one = (n_best or 1) == 1 or self.beam_size == 1 or self.sampling is not None
@@ -621,6 +622,11 @@ class Translator:
                   self._translate if one else self._translate_n_best)
         lone = self._lone is not None and one and self.sampling is None
         bound_traced = self._bound[(n_best or 1) == 1, aligned]
+        # Under a glossary, the sentences without terms go through the
+        # constrained search too (with none: the same translations, each
+        # step kind running only where it is needed), so that a file traces
+        # one search, not two, where its beam is the constrained search's.
+        shared = glossary is not None and self.beam_size >= GLOSSARY_BEAM
 
         def align(i, translation, tokens, attended):
             """The alignment of sentence `i`'s translation."""
@@ -671,22 +677,25 @@ class Translator:
                 f"{glossary.name} (the output limit came first); its best is given as it is"),
                 stacklevel=3)
         if self.guard and self.sampling is None:
-            self._guard(sentences, lengths, results, n_best, aligned, bound, padded, align)
+            self._guard(sentences, lengths, results, n_best, aligned, bound, padded, align,
+                        shared)
         return results
 
-    def _guard(self, sentences, lengths, results, n_best, aligned, bound, padded, align):
+    def _guard(self, sentences, lengths, results, n_best, aligned, bound, padded, align,
+               shared=False):
         """The guard (see the class docstring) over a window's `results`, in
         place (`_mended`): the sentences in `bound` (a glossary's) are left
         as they are; `padded(rows)` gives the search's sources, `align` as
-        in `_collect`."""
+        in `_collect`; `shared` as in `_mended`."""
         rows = [i for i in range(len(results)) if i not in bound and lengths[i]]
         mended = self._mended([sentences[i] for i in rows], [padded([i])[0] for i in rows],
                               [results[i] for i in rows], n_best, aligned,
-                              align and [functools.partial(align, i) for i in rows])
+                              align and [functools.partial(align, i) for i in rows], shared)
         for i, result in zip(rows, mended):
             results[i] = result
 
-    def _mended(self, sentences, sources, results, n_best, aligned, aligners=None):
+    def _mended(self, sentences, sources, results, n_best, aligned, aligners=None,
+                shared=False):
         """`results` (as `translate` gives them) of `sentences` (their ids as
         the search reads them, `sources`, a row each), with each one whose
         best translation loops or runs away (`trust.loop_of`,
@@ -696,7 +705,9 @@ class Translator:
         neither. Where it still does, the translation is cut before its
         loop, and its flags are kept for `assess` (the cut text no longer
         shows them). `aligners`: for aligned results, each sentence's
-        `align(translation, tokens, attended)`."""
+        `align(translation, tokens, attended)`; `shared`: search again with
+        the constrained search's trace (with no constraints), as the
+        window's searches did."""
         results = list(results)
         counts = [int(np.sum((source != self.tokenizer.pad_id) & (source != self.tokenizer.eos_id)))
                   for source in sources]
@@ -710,7 +721,7 @@ class Translator:
                    for part in range(min(self.in_flight, len(flagged)))]
         with concurrent.futures.ThreadPoolExecutor(max(len(batches), 1)) as threads:
             tried = list(threads.map(lambda batch: self._retried(
-                batch, sources, n_best, aligned, aligners), batches))
+                batch, sources, n_best, aligned, aligners, shared), batches))
         for batch, found in zip(batches, tried):
             for k, each in zip(batch, found):
                 best = (each[0] if aligned else each)[0][0]
@@ -728,20 +739,25 @@ class Translator:
                     self._stuck.popitem(last=False)
         return results
 
-    def _retried(self, batch, sources, n_best, aligned, aligners):
+    def _retried(self, batch, sources, n_best, aligned, aligners, shared=False):
         """The results (lists of `(translation, score)`, with `aligned` each
         with its alignment) of the sentences `batch` (indexes of `sources`)
         searched with the n-grams of `GUARD_NGRAM` tokens banned from
-        repeating."""
-        search = (self._translate_aligned if aligned else self._translate
-                  if (n_best or 1) == 1 or self.beam_size == 1 else self._translate_n_best)
-        searched = search(pad_sources([sources[k] for k in batch], self.tokenizer.pad_id),
-                          np.zeros(len(batch), bool), tf.constant(0, tf.int64),
-                          tf.constant(self.alpha, tf.float32), self._output_weights,
-                          tf.constant(GUARD_NGRAM, tf.int32))
+        repeating (`shared`: see `_mended`)."""
+        inputs = (pad_sources([sources[k] for k in batch], self.tokenizer.pad_id),
+                  np.zeros(len(batch), bool), tf.constant(0, tf.int64),
+                  tf.constant(self.alpha, tf.float32), self._output_weights,
+                  tf.constant(GUARD_NGRAM, tf.int32))
+        if shared:
+            none = Constraints.of([[]] * len(batch))
+            searched = self._bound[(n_best or 1) == 1, aligned](*inputs, none.phrases, none.owner)
+        else:
+            searched = (self._translate_aligned if aligned else self._translate
+                        if (n_best or 1) == 1 or self.beam_size == 1 else self._translate_n_best
+                        )(*inputs)
         found = [None] * len(batch)
-        self._collect([(np.arange(len(batch)), searched, False)], found, n_best or 1, None,
-                      aligners and (lambda row, *kept: aligners[batch[row]](*kept)))
+        self._collect([(np.arange(len(batch)), searched, shared)], found, n_best or 1, None,
+                      aligners and (lambda row, *kept: aligners[batch[row]](*kept)), [])
         return found
 
     def _runaway(self, sentence, translation, source_tokens):
