@@ -20,9 +20,9 @@ Matching (`Glossary.find`):
 - A term in lower case, or with only its first letter capitalised, matches
   any case ("bank" matches "Bank" at the sentence's start) and its
   inflected forms: every word is compared as its lemma (simplemma's
-  dictionaries, `_lemmatizer`) reduced to its Snowball stem (snowballstemmer), so
-  "Detektiv" matches "des Detektivs" and "Häuser" matches "Haus". Other
-  capitals ("IBM", "iPhone") must match as written.
+  dictionaries, `_lemmatizer`) reduced to its Snowball stem
+  (snowballstemmer), so "Detektiv" matches "des Detektivs" and "Häuser"
+  matches "Haus". Other capitals ("IBM", "iPhone") must match as written.
 - What is not a word (a symbol, an emoji, punctuation: "C++", "→", "🪨")
   matches as written, each character in its place, spaced as the entry
   spaces it (a typographic apostrophe or quote counts as the plain one).
@@ -51,10 +51,11 @@ import os
 import re
 
 import ahocorasick
+import platformdirs
 import snowballstemmer
 from simplemma import Lemmatizer
 from simplemma.strategies import DefaultStrategy
-from simplemma.strategies.dictionaries import TrieDictionaryFactory
+from simplemma.strategies.dictionaries import DefaultDictionaryFactory, TrieDictionaryFactory
 
 FORMATS = ("tsv", "csv", "tbx")
 
@@ -86,9 +87,20 @@ def _lemmatizer():
     kept in the user's cache folder by simplemma: its default dictionaries
     are decoded into a Python dict at every process's first lemma (German's
     million forms: 1.2 s on a Zen 3, most of what a glossary added to a
-    short file's command), a kept trie loads in milliseconds."""
+    short file's command), a kept trie loads in milliseconds. Where that
+    folder can be neither written nor holds tries (a read-only home), the
+    default dictionaries: a trie built at every start costs more than
+    they do."""
+    folder = platformdirs.user_cache_dir("simplemma")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        kept = os.access(folder, os.W_OK)
+    except OSError:
+        kept = False
+    kept = kept or any(name.endswith(".dic") for _, _, names in os.walk(folder)
+                       for name in names)
     return Lemmatizer(lemmatization_strategy=DefaultStrategy(
-        dictionary_factory=TrieDictionaryFactory()))
+        dictionary_factory=TrieDictionaryFactory() if kept else DefaultDictionaryFactory()))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,8 +8,11 @@ entries asked for verbatim; 100,000 entries matched in one pass."""
 
 import collections
 import functools
+import json
 import os
 import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -184,6 +187,42 @@ def test_a_glossary_of_ding_s_headword_pairs_loads_and_each_term_finds_its_own_e
     with pytest.raises(GlossaryError, match=r"lines \d+ and \d+: the source term '.+' has two "
                                             r"targets"):
         Glossary.of(every, "de", name="Ding's headwords")
+
+
+LEMMAS = """
+import json
+import simplemma
+from keras_transformer.glossary import _lemmatizer
+words = ["Häuser", "des", "Detektivs", "ärgerliche", "ging", "Bäume"]
+found = [_lemmatizer().lemmatize(word, lang="de") for word in words]
+print(json.dumps([found, [simplemma.lemmatize(word, lang="de") for word in words]]))
+"""
+
+
+def _lemmas_with_cache(cache):
+    """What a fresh process whose cache folder is `cache` lemmatizes, what
+    simplemma's default dictionaries give, and its stderr."""
+    done = subprocess.run([sys.executable, "-c", LEMMAS], capture_output=True, text=True,
+                          env=os.environ | {"XDG_CACHE_HOME": str(cache)}, check=True)
+    return json.loads(done.stdout) + [done.stderr]
+
+
+def test_lemmas_come_from_tries_kept_on_disk_or_where_none_can_be_from_the_dictionaries(
+        tmp_path):
+    """simplemma's German dictionary as a trie, built at its first use and
+    kept in the cache folder, loaded by the next process: the same lemmas
+    as its default dictionaries. Where the cache folder cannot be made (a
+    read-only home), the default dictionaries, and nothing said (a trie
+    that cannot be kept is built at every start, and simplemma says so)."""
+    first = _lemmas_with_cache(tmp_path / "cache")
+    assert first[0] == first[1] == ["Haus", "der", "Detektiv", "ärgerlich", "gehen", "Baum"]
+    kept = list((tmp_path / "cache").rglob("de.dic"))
+    assert len(kept) == 1
+    written = kept[0].stat().st_mtime_ns
+    assert _lemmas_with_cache(tmp_path / "cache")[:2] == first[:2]
+    assert kept[0].stat().st_mtime_ns == written  # loaded, not built again
+    (tmp_path / "a-file").write_text("")
+    assert _lemmas_with_cache(tmp_path / "a-file" / "cache") == first[:2] + [""]
 
 
 def test_symbols_and_emoji_are_terms_matched_as_written():
