@@ -65,12 +65,24 @@ def _holds(tokens, phrase):
     return any(tokens[i:i + len(phrase)] == phrase for i in range(len(tokens) - len(phrase) + 1))
 
 
+_TRACED = {}
+
+
 def _search(model, sources, constraints, **options):
+    """The constrained search of `sources`, traced once for each model and
+    options (its signature leaves the shapes free, as the Translator's
+    does): a trace costs seconds, a call milliseconds."""
+    key = (id(model), tuple(sorted(options.items())))
+    if key not in _TRACED:
+        _TRACED[key] = tf.function(lambda s, p, o: {
+            name: value for name, value in vars(beam_search(
+                model, s, constraints=Constraints(p, o), **options)).items()
+            if value is not None}, autograph=False, input_signature=[
+                tf.TensorSpec([None, None], tf.int32),
+                tf.TensorSpec([None, None, MAX_PHRASE_TOKENS], tf.int32),
+                tf.TensorSpec([None, None], tf.int32)])
     bound = Constraints.of(constraints)
-    found = tf.function(lambda s, p, o: {
-        name: value for name, value in vars(beam_search(
-            model, s, constraints=Constraints(p, o), **options)).items() if value is not None},
-        autograph=False)(sources, bound.phrases, bound.owner)
+    found = _TRACED[key](tf.constant(sources, tf.int32), bound.phrases, bound.owner)
     return {name: value.numpy() for name, value in found.items()}
 
 
