@@ -1,38 +1,43 @@
-"""A sentence's search on onnxruntime: the encoder and the decoder step
-written as ONNX graphs straight from a model's weights, and the beam (or
-greedy) search over them, in NumPy and onnxruntime (no TensorFlow).
+"""The search on onnxruntime: the encoder and the decoder step written as
+ONNX graphs straight from a model's weights, and the beam (or greedy)
+search over them, in NumPy and onnxruntime (no TensorFlow), for one
+sentence alone and for a batch.
 
 Why: one sentence alone is searched a step at a time, four rows (its beam)
 at most, where each step's matmuls are too small for XLA's CPU runtime to
 spread over two cores (docs/benchmarks-log.md, "XLA's second thread"),
-while onnxruntime's kernels (MLAS) do. The graphs tf2onnx converts from the
-model (`export.onnx.graphs`) carry some four hundred operators a step for
-two decoder layers (shape arithmetic, casts), whose dispatch costs more
-than the arithmetic; the graphs here hold the step's arithmetic and little
-else (`StepGraphs`):
+while onnxruntime's kernels (MLAS) do; and onnxruntime runs int8 matmuls.
+The graphs tf2onnx converts from the model (`export.onnx.graphs`) carry
+some four hundred operators a step for two decoder layers (shape
+arithmetic, casts), whose dispatch costs more than the arithmetic, and the
+search over them (`runtimes.onnx_runner.OnnxSearch`) copies the caches
+and ranks the whole vocabulary in NumPy at every step; the graphs here hold
+the step's arithmetic and little else (`StepGraphs`):
 
-- the encoder graph: source ids `(1, S)` -> each decoder layer's
-  cross-attention keys (transposed, `(1, heads, head_dim, S)`) and values
-  `(1, heads, S, head_dim)`, computed once;
-- the step graph: the newest token of each row, its position, the rows of
-  the previous step each row continues (the beam's reordering, a gather
-  inside the graph), the self-attention caches of the positions so far
-  (keys transposed, so that the step multiplies without a transpose) and
-  the cross caches -> the caches one position longer, each row's `k` best
+- the encoder graph: source ids `(sentences, S)`, padded -> each decoder
+  layer's cross-attention keys (transposed, `(sentences, heads, head_dim,
+  S)`) and values `(sentences, heads, S, head_dim)`, computed once, the
+  padding's bias `(sentences, 1, 1, S)` (-1e9 on padding, else 0) and the
+  positions an alignment never names (the end token and padding);
+- the step graph: the newest token of each row (a sentence's rows
+  consecutive, as many for each sentence), its position, the rows of the
+  previous step each row continues (the beam's reordering, a gather inside
+  the graph), the self-attention caches of the positions so far (keys
+  transposed, so that the step multiplies without a transpose) and the
+  encoder's outputs -> the caches one position longer, each row's `k` best
   next tokens and their log-probabilities (the padding and start tokens
   banned after the softmax, as every search bans them: `search.token_ban`)
   and the end token's, and the source position the alignment layer's
   cross-attention weighs most (`decoding.alignment`).
 
-The search (`LoneSearch`) keeps the caches in onnxruntime between steps
+The searches (`StepSearch`) keep the caches in onnxruntime between steps
 (its outputs bound as the next step's inputs: nothing of them passes
-through NumPy) and does the beam's bookkeeping on the few numbers that come
-back: the same rules as `decoding.search.beam_search` with `best_only`
-(fairseq's finished hypotheses, the GNMT length penalty, ties to the lower
-index, and the exact bound that ends a sentence once its best is settled),
-so that its translations are the Translator's.
+through NumPy) and do the beam's bookkeeping on the few numbers that come
+back, with the rules of `decoding.search.beam_search` (fairseq's finished
+hypotheses, the GNMT length penalty, ties to the lower index, and with
+`best_only` the exact bound that ends a sentence once its best is
+settled), so that their translations are the Translator's.
 """
-
 import math
 
 import numpy as np
@@ -42,7 +47,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 OPSET = 17
 
-FILES = ("lone_encoder.onnx", "lone_step.onnx")
+FILES = ("search_encoder.onnx", "search_step.onnx")
 """The encoder and step graphs' files in an export's onnx/ folder."""
 
 ACTIVATIONS = ("relu", "gelu", "silu", "swish")
@@ -78,6 +83,7 @@ class _Graph:
     def __init__(self):
         self.nodes, self.weights, self.inputs, self.outputs = [], [], [], []
         self._count = 0
+        self._renamed = {}  # value -> the output name it is given
 
     def name(self, hint):
         self._count += 1
@@ -99,10 +105,16 @@ class _Graph:
         return name
 
     def output(self, name, value, element=TensorProto.FLOAT):
-        self.nodes.append(helper.make_node("Identity", [value], [name]))
+        """Makes `value` (a node's output) the graph's output `name`: the
+        value renamed, not copied by an Identity (the step's caches would be
+        copied at every step)."""
+        self._renamed[value] = name
         self.outputs.append(helper.make_tensor_value_info(name, element, None))
 
     def model(self, graph_name):
+        for node in self.nodes:
+            for names in (node.input, node.output):
+                names[:] = [self._renamed.get(name, name) for name in names]
         graph = helper.make_graph(self.nodes, graph_name, self.inputs, self.outputs,
                                   self.weights)
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
@@ -127,6 +139,19 @@ class _Graph:
             y = self.op("Mul", self.op("Mul", y, self.weight(0.5, "c")),
                         self.op("Add", erf, self.weight(1.0, "c")))
         return y
+
+    def denses(self, x, layers, scales):
+        """`dense(x, layer, scale)` of each of `layers` (linear ones, of
+        one input) as one MatMul and its split: one matmul, and for int8
+        one quantization of `x`, instead of one each."""
+        kernels = [_array(layer.kernel) * scale for layer, scale in zip(layers, scales)]
+        biases = [_array(layer.bias) * scale if layer.bias is not None else
+                  np.zeros(kernel.shape[1], np.float32)
+                  for layer, scale, kernel in zip(layers, scales, kernels)]
+        y = self.op("Add", self.op("MatMul", x, self.weight(np.concatenate(kernels, 1), "kernel")),
+                    self.weight(np.concatenate(biases), "bias"))
+        return self.op("Split", y, self.weight([kernel.shape[1] for kernel in kernels], "split",
+                                               np.int64), outputs=len(layers), axis=-1)
 
     def norm(self, x, layer):
         return self.op("LayerNormalization", x, self.weight(_array(layer.gamma), "gamma"),
@@ -176,7 +201,18 @@ class StepGraphs:
     def _encoder(self, model):
         config, g = self.config, _Graph()
         heads, key_dim, value_dim = self._sizes()
-        ids = g.input("source_ids", TensorProto.INT64, [1, "source"])
+        ids = g.input("source_ids", TensorProto.INT64, ["sentences", "source"])
+        padding = g.op("Equal", ids, g.weight(config.pad_id, "pad", np.int64))
+        # Padding keys weigh nothing: -1e9 added to their scores (0 elsewhere,
+        # so that an unpadded source's scores are its own, bit for bit).
+        bias = g.op("Unsqueeze", g.op("Mul", g.op("Cast", padding, to=TensorProto.FLOAT),
+                                      g.weight(_NEG_INF, "neg_inf")),
+                    g.weight([1, 2], "axes", np.int64))  # (sentences, 1, 1, source)
+        g.output("cross_bias", bias)
+        # The positions the alignment never names: the end token and padding.
+        excluded = g.op("Or", padding, g.op("Equal", ids, g.weight(config.eos_id, "end", np.int64)))
+        g.output("source_excluded", g.op("Unsqueeze", excluded, g.weight([1], "axes", np.int64)),
+                 TensorProto.BOOL)
         x = g.op("Gather", g.weight(_array(model.source_embedding.embeddings), "embeddings"), ids)
         if model.source_embedding.scale:
             x = g.op("Mul", x, g.weight(math.sqrt(config.d_model), "scale"))
@@ -191,7 +227,7 @@ class StepGraphs:
                         [0, 2, 1, 3])
             k = g.heads(g.dense(h, layer.key_dense), heads, key_dim, [0, 2, 3, 1])
             v = g.heads(g.dense(h, layer.value_dense), heads, value_dim, [0, 2, 1, 3])
-            weights = g.op("Softmax", g.op("MatMul", q, k), axis=-1)
+            weights = g.op("Softmax", g.op("Add", g.op("MatMul", q, k), bias), axis=-1)
             return g.dense(g.merged(g.op("MatMul", weights, v), heads, value_dim),
                            layer.output_dense)
 
@@ -222,9 +258,17 @@ class StepGraphs:
         past = [(g.input(f"past_key_{i}", TensorProto.FLOAT, ["past_rows", heads, key_dim, "P"]),
                  g.input(f"past_value_{i}", TensorProto.FLOAT,
                          ["past_rows", heads, "P", value_dim])) for i in range(layers)]
-        cross = [(g.input(f"cross_key_{i}", TensorProto.FLOAT, [1, heads, key_dim, "source"]),
+        cross = [(g.input(f"cross_key_{i}", TensorProto.FLOAT,
+                          ["sentences", heads, key_dim, "source"]),
                   g.input(f"cross_value_{i}", TensorProto.FLOAT,
-                          [1, heads, "source", value_dim])) for i in range(layers)]
+                          ["sentences", heads, "source", value_dim])) for i in range(layers)]
+        bias = g.input("cross_bias", TensorProto.FLOAT, ["sentences", 1, 1, "source"])
+        excluded = g.input("source_excluded", TensorProto.BOOL, ["sentences", 1, "source"])
+        # A sentence's rows are consecutive, as many for each: the queries
+        # of each sentence's rows meet its own keys, (sentences, heads,
+        # rows a sentence, source).
+        by_sentence = g.op("Concat", g.op("Shape", bias, end=1),
+                           g.weight([-1, heads, key_dim], "shape", np.int64), axis=0)
         x = g.op("Gather", g.weight(_array(model.target_embedding.embeddings), "embeddings"), ids)
         if model.target_embedding.scale:
             x = g.op("Mul", x, g.weight(math.sqrt(config.d_model), "scale"))
@@ -236,20 +280,14 @@ class StepGraphs:
         attended = None
 
         def most_attended(weights):
-            """The source position the weights `(rows, heads, 1, source)`
-            give most, heads averaged; the end token (the last position)
-            never, unless it is the whole source (`search.most_attended`)."""
-            mean = g.op("ReduceMean", weights, axes=[1, 2], keepdims=0)  # (rows, source)
-            length = g.op("Gather", g.op("Shape", mean), g.weight([1], "one", np.int64))
-            end = g.op("Max", g.op("Sub", length, g.weight([1], "one", np.int64)),
-                       g.weight([1], "one", np.int64))
-            words = g.op("Slice", mean, g.weight([0], "zero", np.int64), end,
-                         g.weight([1], "axis", np.int64))
-            return g.op("ArgMax", words, axis=-1, keepdims=0)
-
-        def query(h, layer):
-            return g.split(g.dense(h, layer.query_dense, 1 / math.sqrt(key_dim)),
-                           [0, heads, 1, key_dim])
+            """The source position the weights `(sentences, heads, rows a
+            sentence, source)` give most, heads averaged, for each row; never
+            the end token or padding, unless the source is the end token
+            alone (`search.most_attended`)."""
+            mean = g.op("ReduceMean", weights, axes=[1], keepdims=0)
+            words = g.op("Where", excluded, g.weight(-1.0, "minus_one"), mean)
+            return g.op("Reshape", g.op("ArgMax", words, axis=-1, keepdims=0),
+                        g.weight([-1], "shape", np.int64))
 
         def output(weights, value, layer):
             merged = g.op("Reshape", g.op("MatMul", weights, value),
@@ -257,22 +295,31 @@ class StepGraphs:
             return g.dense(merged, layer.output_dense)
 
         def self_attention(h, layer, i):
+            q, k, v = g.denses(h, [layer.query_dense, layer.key_dense, layer.value_dense],
+                               [1 / math.sqrt(key_dim), 1.0, 1.0])
             key = g.op("Concat", g.op("Gather", past[i][0], beams),
-                       g.split(g.dense(h, layer.key_dense), [0, heads, key_dim, 1]), axis=3)
+                       g.split(k, [0, heads, key_dim, 1]), axis=3)
             value = g.op("Concat", g.op("Gather", past[i][1], beams),
-                         g.split(g.dense(h, layer.value_dense), [0, heads, 1, value_dim]),
-                         axis=2)
+                         g.split(v, [0, heads, 1, value_dim]), axis=2)
             g.output(f"present_key_{i}", key)
             g.output(f"present_value_{i}", value)
-            weights = g.op("Softmax", g.op("MatMul", query(h, layer), key), axis=-1)
+            weights = g.op("Softmax", g.op("MatMul", g.split(q, [0, heads, 1, key_dim]), key),
+                           axis=-1)
             return output(weights, value, layer)
 
         def cross_attention(h, layer, i):
             nonlocal attended
-            weights = g.op("Softmax", g.op("MatMul", query(h, layer), cross[i][0]), axis=-1)
+            q = g.op("Transpose", g.op("Reshape", g.dense(h, layer.query_dense,
+                                                          1 / math.sqrt(key_dim)), by_sentence),
+                     perm=[0, 2, 1, 3])
+            weights = g.op("Softmax", g.op("Add", g.op("MatMul", q, cross[i][0]), bias),
+                           axis=-1)
             if i == alignment_layer:
                 attended = most_attended(weights)
-            return output(weights, cross[i][1], layer)
+            merged = g.op("Reshape", g.op("Transpose", g.op("MatMul", weights, cross[i][1]),
+                                          perm=[0, 2, 1, 3]),
+                          g.weight([-1, heads * value_dim], "shape", np.int64))
+            return g.dense(merged, layer.output_dense)
 
         for i, layer in enumerate(model.decoder_layers):
             x = _sublayer(g, x, lambda h, a=layer.self_attention, i=i: self_attention(h, a, i),
@@ -327,9 +374,13 @@ def session_options(threads=None):
     return options
 
 
-class LoneSearch:
-    """The best-only beam search (greedy for a beam of one) of one sentence
-    over a model's `StepGraphs` on onnxruntime (see the module docstring).
+class StepSearch:
+    """The beam search (greedy for a beam of one) over a model's
+    `StepGraphs` on onnxruntime (see the module docstring): `search`, the
+    best of one sentence, its bookkeeping in Python over the few
+    hypotheses (the least time a step for a lone sentence); `search_batch`,
+    the n best of each sentence of a batch, its bookkeeping in NumPy over
+    the batch.
 
     Args:
         graphs: the `StepGraphs`, or the serialized encoder and step graphs
@@ -421,6 +472,106 @@ class LoneSearch:
                 break  # no alive hypothesis can beat the best (`search._settled`)
         score, log_prob, tokens, attended = best
         return tokens[1:], float(score), float(log_prob), attended[1:]
+
+    def search_batch(self, source_ids, beam_size, alpha, decode_margin, n_best=1):
+        """The beam search of a batch: `(tokens, scores)`, the `n_best`
+        best translations of each row of `source_ids` (`(sentences, length)`,
+        padded, each source ending with the end token) as `(sentences,
+        n_best, length)` ids (the end token, then padding) and their
+        scores, best first.
+
+        The rules of `decoding.search.beam_search` (those of `search`), on
+        every sentence at once: each step's bookkeeping is a few NumPy
+        operations over the batch, not Python over each hypothesis. With
+        `n_best` 1 a sentence ends once its best is settled (`best_only`);
+        else once it has K finished hypotheses. A sentence leaves the batch
+        at the step it ends (its rows are no longer decoded), as in the
+        traced search (`drop_finished`)."""
+        config, k, alpha = self.config, beam_size, np.float32(alpha)
+        source = np.asarray(source_ids, np.int64)
+        count = len(source)
+        real = np.sum((source != config.pad_id) & (source != config.eos_id), axis=1)
+        limits = np.minimum(real + decode_margin, config.max_length)
+        length = int(limits.max())
+        binding = self.encoder.io_binding()
+        binding.bind_cpu_input("source_ids", source)
+        for name in self.cross:
+            binding.bind_output(name)
+        self.encoder.run_with_iobinding(binding)
+        fixed = dict(zip(self.cross, binding.get_outputs()))
+        caches = {name: onnxruntime.OrtValue.ortvalue_from_numpy(value)
+                  for name, value in self.empty.items()}
+        per_beam = min(2 * k, self.vocabulary_size)  # extensions ranked per row
+        # The first step decodes one row a sentence, unless a row has fewer
+        # than 2K extensions (then K, all but the first dead).
+        copies = 1 if 2 * k <= self.vocabulary_size else k
+        live = {"index": np.arange(count), "limit": limits,
+                "alive": np.full((count, k, length + 1), config.pad_id, np.int64),
+                "alive_log_probs": np.tile(np.array([0.0] + [_NEG_INF] * (k - 1), np.float32),
+                                           (count, 1)),
+                "finished": np.full((count, k, length + 1), config.pad_id, np.int64),
+                "finished_scores": np.full((count, k), _NEG_INF, np.float32),
+                "finished_log_probs": np.full((count, k), _NEG_INF, np.float32),
+                "finished_count": np.zeros(count, np.int64)}
+        live["alive"][:, :, 0] = config.decoder_start_id
+        tokens = np.full((count, k, length + 1), config.pad_id, np.int64)
+        scores = np.full((count, k), _NEG_INF, np.float32)
+        beams = np.zeros(count * copies, np.int64)
+        for step in range(length):
+            s, n = live, len(live["index"])
+            found = self._step(s["alive"][:, :copies, step].reshape(-1), step, beams, caches,
+                               fixed, per_beam)
+            top, ids = found["top_log_probs"], found["top_ids"]
+            at_limit = np.repeat(step + 1 >= s["limit"], copies)
+            if at_limit.any():  # at its limit a hypothesis may only end
+                top[at_limit] = _NEG_INF
+                top[at_limit, 0] = found["end_log_prob"][at_limit]
+                ids[at_limit] = 0
+                ids[at_limit, 0] = config.eos_id
+            candidates = (s["alive_log_probs"][:, :copies, None]
+                          + top.reshape(n, copies, per_beam)).reshape(n, -1)
+            # The 2K best extensions, ties to the lower row, then rank.
+            order = np.argsort(-candidates, axis=1, kind="stable")[:, :2 * k]
+            top_log_probs = np.take_along_axis(candidates, order, axis=1)
+            top_tokens = np.take_along_axis(ids.reshape(n, -1), order, axis=1)
+            top_beams = order // per_beam
+            top_sequences = np.take_along_axis(s["alive"], top_beams[:, :, None], axis=1)
+            top_sequences[:, :, step + 1] = top_tokens
+            is_end = top_tokens == config.eos_id
+            eligible = (is_end & (np.arange(2 * k) < k) & (s["finished_count"] < k)[:, None]
+                        & (top_log_probs > _NEG_INF / 2))
+            merged = np.concatenate([s["finished_scores"], np.where(
+                eligible, top_log_probs / length_penalty(step + 1, alpha), _NEG_INF)], axis=1)
+            kept = np.argsort(-merged, axis=1, kind="stable")[:, :k]
+            s["finished_scores"] = np.take_along_axis(merged, kept, axis=1)
+            s["finished"] = np.take_along_axis(
+                np.concatenate([s["finished"], top_sequences], axis=1), kept[:, :, None], axis=1)
+            s["finished_log_probs"] = np.take_along_axis(np.concatenate(
+                [s["finished_log_probs"], np.where(eligible, top_log_probs, _NEG_INF)], axis=1),
+                kept, axis=1)
+            s["finished_count"] = s["finished_count"] + eligible.sum(axis=1)
+            alive_candidates = np.where(is_end, _NEG_INF, top_log_probs)
+            kept = np.argsort(-alive_candidates, axis=1, kind="stable")[:, :k]
+            s["alive"] = np.take_along_axis(top_sequences, kept[:, :, None], axis=1)
+            s["alive_log_probs"] = np.take_along_axis(alive_candidates, kept, axis=1)
+            rows = np.take_along_axis(top_beams, kept, axis=1) + np.arange(n)[:, None] * copies
+            done = (s["finished_count"] >= k) | (step + 1 >= s["limit"])
+            if n_best == 1:  # `search._settled`
+                done |= s["finished_scores"][:, 0] >= s["alive_log_probs"].max(axis=1) / \
+                    np.maximum(length_penalty(step + 2, alpha), length_penalty(s["limit"], alpha))
+            if done.any():
+                tokens[s["index"][done]] = s["finished"][done]
+                scores[s["index"][done]] = s["finished_scores"][done]
+                if done.all():
+                    break
+                live = {name: value[~done] for name, value in s.items()}
+                rows = rows[~done]
+                fixed = {name: onnxruntime.OrtValue.ortvalue_from_numpy(value.numpy()[~done])
+                         for name, value in fixed.items()}
+            beams, copies = rows.reshape(-1), k
+            caches = {name.replace("present_", "past_"): found[name] for name in found
+                      if name.startswith("present_")}
+        return tokens[:, :n_best, 1:], scores[:, :n_best]
 
     def _step(self, ids, step, beams, caches, fixed, k):
         """The step graph's outputs for the hypotheses ending in `ids`: the

@@ -377,7 +377,7 @@ class Translator:
         if self.model.compute_dtype != "float32":
             raise ValueError(f"A lone sentence's search on onnxruntime is float32; this model "
                              f"computes in {self.model.compute_dtype}.")
-        self._lone = onnx_step.LoneSearch(
+        self._lone = onnx_step.StepSearch(
             onnx_step.StepGraphs(self.model, alignment_layer(self.model)), self.model.config,
             threads)
 

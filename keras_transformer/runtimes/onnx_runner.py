@@ -187,6 +187,16 @@ class OnnxTranslator:
         self.warn_overlong = warn_overlong
         self.tokenizer = (SentencePieceText(tokenizer_path) if tokenizer_path
                           else run_folder.load_text_tokenizer(directory))
+        # The graphs written from the weights (`onnx_step`), where the export
+        # holds them: the same search, its caches kept in onnxruntime and a
+        # few operators a step (several times faster on a file).
+        paths = [os.path.join(directory, name) for name in onnx_step.FILES]
+        self.steps = (onnx_step.StepSearch(paths, types.SimpleNamespace(**self.search.config),
+                                           threads)
+                      if all(os.path.isfile(path) for path in paths) else None)
+        if self.steps is None:
+            warnings.warn(f"{directory} was exported before the graphs that search batches "
+                          "and lone sentences fast: export the run again.", stacklevel=3)
 
     def encode(self, sentences):
         limit = self.search.config["max_length"] - 1
@@ -204,21 +214,33 @@ class OnnxTranslator:
     def decode(self, ids):
         return self.tokenizer.decode(ids)
 
+    def search_batch(self, source, beam_size=None, alpha=None, decode_margin=None, n_best=1):
+        """`(tokens (batch, n_best, length), scores (batch, n_best))` of the
+        padded `source` ids, best first: over the graphs written from the
+        weights where the export holds them, else `OnnxSearch.beam`."""
+        config = self.search.config
+        beam_size = config["beam_size"] if beam_size is None else beam_size
+        alpha = config["length_penalty"] if alpha is None else alpha
+        decode_margin = config["decode_margin"] if decode_margin is None else decode_margin
+        if self.steps is not None:
+            return self.steps.search_batch(source, beam_size, alpha, decode_margin, n_best)
+        tokens, scores = self.search.beam(source, beam_size, alpha, decode_margin)
+        return tokens[:, :n_best], scores[:, :n_best]
+
     def translate(self, sentences, beam_size=None, alpha=None):
         if not sentences:
             return []
         source, blank = self.encode(sentences)
-        tokens, _ = self.search.beam(source, beam_size=beam_size, alpha=alpha)
+        tokens, _ = self.search_batch(source, beam_size=beam_size, alpha=alpha)
         return ["" if empty else self.decode(row[0]) for row, empty in zip(tokens, blank)]
 
 
 class OnnxRuntime(Runtime):
-    """An export's ONNX graphs (encoder and decoder step) with the beam
-    search in NumPy (`OnnxTranslator`); a lone sentence (one for one best
-    translation) over the graphs written from the weights
-    (`onnx_step.LoneSearch`: the caches kept in onnxruntime, a few
-    operators a step), where the export holds them (exports made before
-    them are told, in one line, to export again)."""
+    """An export's ONNX graphs with the beam search in NumPy
+    (`OnnxTranslator`): batches and lone sentences over the graphs written
+    from the weights (`onnx_step.StepSearch`: the caches kept in
+    onnxruntime, a few operators a step), where the export holds them
+    (exports made before them are told, in one line, to export again)."""
 
     name = "onnx"
 
@@ -227,36 +249,27 @@ class OnnxRuntime(Runtime):
         folder = run_folder.export_part(path, "onnx")
         self.translator = OnnxTranslator(folder, threads=threads, warn_overlong=False)
         self._tokenizer = self.translator.tokenizer
-        self.lone = None
-        paths = [os.path.join(folder, name) for name in onnx_step.FILES]
-        if all(os.path.isfile(path) for path in paths):
-            self._lone = onnx_step.LoneSearch(
-                paths, types.SimpleNamespace(**self.translator.search.config), threads)
-            self.lone = "onnxruntime"
-        else:
-            warnings.warn(f"{folder} has no graphs of a lone sentence's search (exported before "
-                          "them): export the run again to search lone sentences faster.",
-                          stacklevel=3)
+        self.lone = "onnxruntime" if self.translator.steps is not None else None
 
     def _translate(self, sentences, n_best, seed):
         settings, translator = self.decoding, self.translator
         if self.lone and len(sentences) == 1 and n_best == 1:
             return self._translate_lone(sentences[0])
         source, blank = translator.encode(sentences)
-        tokens, scores = translator.search.beam(source, beam_size=settings.beam_size,
-                                                alpha=settings.alpha,
-                                                decode_margin=settings.decode_margin)
-        return [[("", 0.0)] * min(n_best, settings.beam_size) if empty else
+        n_best = min(n_best, settings.beam_size)
+        tokens, scores = translator.search_batch(source, settings.beam_size, settings.alpha,
+                                                 settings.decode_margin, n_best)
+        return [[("", 0.0)] * n_best if empty else
                 [(translator.decode(ids), float(score)) for ids, score in zip(rows, row_scores)]
-                [:n_best] for rows, row_scores, empty in zip(tokens, scores, blank)]
+                for rows, row_scores, empty in zip(tokens, scores, blank)]
 
     def _translate_lone(self, sentence):
-        """`_translate`'s answer for one sentence, over the lone graphs."""
+        """`_translate`'s answer for one sentence, over the step graphs."""
         source, blank = self.translator.encode([sentence])
         if blank[0]:
             return [[("", 0.0)]]
         settings = self.decoding
-        tokens, score, _, _ = self._lone.search(
+        tokens, score, _, _ = self.translator.steps.search(
             [int(i) for i in source[0]], settings.beam_size, settings.alpha,
             settings.decode_margin)
         return [[(self.translator.decode(tokens), score)]]

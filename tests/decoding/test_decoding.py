@@ -403,6 +403,48 @@ def test_lone_sentences_on_onnxruntime_translate_as_the_traced_search(tokenizer_
                    tokenizer).search_lone_on_onnxruntime()
 
 
+@pytest.mark.parametrize("vocabulary, norm_first, activation", [
+    (60, False, "relu"), (60, True, "gelu"), (5, False, "silu")])
+def test_batches_on_the_step_graphs_search_as_the_traced_search(vocabulary, norm_first,
+                                                                activation):
+    """`onnx_step.StepSearch.search_batch`: a padded batch (a source of the
+    end token alone among them) searched on onnxruntime gives the traced
+    search's tokens, and its scores within 1e-5, greedy and beam, best-only
+    (ending a sentence once its best is settled) and n-best; also where a
+    row has fewer than 2K extensions (a vocabulary of 5), whose first step
+    decodes K rows. Its batches drop the sentences that end, so later
+    steps run on fewer rows."""
+    from keras_transformer import onnx_step
+    from keras_transformer.decoding.alignment import alignment_layer
+
+    keras.utils.set_random_seed(1)
+    model = _sharpen(transformer(TINY.replace(norm_first=norm_first, activation=activation),
+                                 vocabulary))
+    search = onnx_step.StepSearch(onnx_step.StepGraphs(model, alignment_layer(model)),
+                                  model.config, threads=1)
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 14, 9)
+    source = np.zeros((9, lengths.max() + 1), np.int32)
+    for row, length in enumerate(lengths):
+        source[row, :length] = rng.integers(4, vocabulary, length)
+        source[row, length] = EOS_ID
+    source[3] = 0
+    source[3, 0] = EOS_ID
+    rows, step = [], search._step
+    search._step = lambda ids, *rest: (rows.append(len(ids)), step(ids, *rest))[1]
+    for beam_size, n_best in ((1, 1), (3, 1), (3, 3)):
+        expected = beam_search(model, source, beam_size=beam_size, alpha=0.6,
+                               best_only=n_best == 1)
+        rows.clear()
+        tokens, scores = search.search_batch(source, beam_size, 0.6, TINY.decode_margin, n_best)
+        width = expected.tokens.shape[2]
+        assert tokens.shape[:2] == (9, n_best) and not tokens[:, :, width:].any()
+        np.testing.assert_array_equal(tokens[:, :, :width], expected.tokens.numpy())
+        np.testing.assert_allclose(scores, expected.scores.numpy(), rtol=1e-5, atol=1e-6)
+        assert min(rows) < max(rows) <= 9 * beam_size  # sentences left as they ended
+    assert len({tuple(row) for row in tokens[:, 0]}) > 1  # not one output for all
+
+
 def test_length_batches_fill_the_budget_longest_first():
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 40, 200)

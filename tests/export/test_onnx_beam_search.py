@@ -128,10 +128,13 @@ def test_an_imported_marian_model_exports_translate_onnx_in_float32_and_int8(hf_
     nodes = onnx.load(folder / onnx_text.FILE).graph.node
     search = next(node for node in nodes if node.op_type == "BeamSearch")
     subgraphs = [attribute.g for attribute in search.attribute if attribute.type == attribute.GRAPH]
-    # The lone sentence's graphs too, measured against their float32 search.
+    # The step graphs too (a lone sentence, and a batch), measured against
+    # their float32 search.
     assert 0 <= report["int8"]["lone_tokens_agreement"] <= 1
+    assert 0 <= report["int8"]["batch_tokens_agreement"] <= 1
+    assert report["lone_tokens_match"] and report["batch_tokens_match"]
     for graph in subgraphs + [onnx.load(folder / name).graph
-                              for name in ("decoder_step.onnx", "lone_step.onnx")]:
+                              for name in ("decoder_step.onnx", "search_step.onnx")]:
         assert any(tensor.data_type == onnx.TensorProto.INT8 for tensor in graph.initializer)
     # One process: MARIAN_SENTENCES, then the batches of INT8_BATCHES, greedy
     # and with the file's defaults.

@@ -241,7 +241,7 @@ def test_the_lone_search_on_onnxruntime_gives_the_references_tokens(imported):
     """The graphs written from the weights (`onnx_step`: Marian's positions,
     swish, logits bias, separate vocabularies) search each sentence alone
     as the reference does (greedy, and beam search without a length
-    penalty)."""
+    penalty), and the batch as one."""
     from keras_transformer import onnx_step
     from keras_transformer.decoding.alignment import alignment_layer
 
@@ -252,9 +252,13 @@ def test_the_lone_search_on_onnxruntime_gives_the_references_tokens(imported):
     expected = {beams: _reference_generate(reference, source, mask, files.pad_id,
                                            num_beams=beams, length_penalty=0.0,
                                            early_stopping=True) for beams in (1, 4)}
-    search = onnx_step.LoneSearch(onnx_step.StepGraphs(model, alignment_layer(model)),
+    search = onnx_step.StepSearch(onnx_step.StepGraphs(model, alignment_layer(model)),
                                   model.config, threads=1)
     for beams in (1, 4):
         for row, theirs in zip(source, expected[beams]):
             tokens = search.search([int(i) for i in row if i != files.pad_id], beams, 0.0, 60)[0]
             assert tokens == _until_end(theirs, files.eos_id)
+        # And the batch as one, padded with Marian's padding id.
+        tokens, _ = search.search_batch(np.asarray(source), beams, 0.0, 60)
+        assert [_until_end(list(row[0]), files.eos_id) for row in tokens] == \
+            [_until_end(theirs, files.eos_id) for theirs in expected[beams]]

@@ -75,3 +75,49 @@ def test_a_folder_is_read_by_the_runtimes_it_has_and_the_others_say_what_to_run(
     for path, runtime, decoding, message in refusals:
         with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
             runtimes.check_runtime(str(path), runtime, runtimes.Decoding(**decoding))
+
+
+@pytest.mark.slow
+def test_the_onnx_runtime_searches_batches_on_the_step_graphs_and_old_exports_still_translate(
+        small_export, tmp_path):
+    """The onnx runtime searches batches and lone sentences over the graphs
+    written from the weights (`onnx_step`), thread-safe: a lone request
+    arriving while a batch is searched gets what it gets alone. An export
+    made before those graphs is told in one line to export again, and
+    translates as before (the NumPy search over tf2onnx's graphs), the same
+    translations."""
+    import shutil
+    import threading
+
+    from keras_transformer import onnx_step
+
+    opened = runtimes.open_runtime(str(small_export), "onnx", runtimes.Decoding(guard=False))
+    assert opened.lone == "onnxruntime" and opened.translator.steps is not None
+    sentences = _sentences()
+    expected = opened.translate(sentences, n_best=2)
+    alone = opened.translate(sentences[:1])
+    found = {}
+
+    def batch():
+        found["batch"] = opened.translate(sentences, n_best=2)
+
+    searching = threading.Thread(target=batch)
+    searching.start()
+    found["lone"] = [opened.translate(sentences[:1])[0] for _ in range(5)]
+    searching.join()
+    assert found["batch"] == expected and found["lone"] == alone * 5
+
+    old = tmp_path / "old"
+    shutil.copytree(small_export / "onnx", old / "onnx")
+    shutil.copy(small_export / "export.json", old)
+    for name in onnx_step.FILES:
+        (old / "onnx" / name).unlink()
+    with pytest.warns(UserWarning, match=r"exported before the graphs that search batches and "
+                                         r"lone sentences fast: export the run again\.$"):
+        older = runtimes.open_runtime(str(old), "onnx", runtimes.Decoding(guard=False))
+    assert older.lone is None
+    found = older.translate(sentences, n_best=2)
+    assert [[text for text, _ in row] for row in found] == \
+        [[text for text, _ in row] for row in expected]
+    np.testing.assert_allclose([s for row in found for _, s in row],
+                               [s for row in expected for _, s in row], rtol=1e-5)

@@ -92,12 +92,15 @@ class OnnxFormat(ExportFormat):
         require(difference < 1e-4, f"ONNX logits differ from Keras by {difference} (> 1e-4)")
         require(np.array_equal(tokens, beam_search(model, checks.source).tokens.numpy()),
                 "the onnxruntime beam search differs from the TensorFlow one")
-        lone_tokens = _lone_tokens(directory, checks)
+        lone_tokens, batch_tokens = _step_tokens(directory, checks)
         require(lone_tokens == [row[0] for row in _trimmed(beam_search(
             model, checks.source, best_only=True).tokens.numpy(), model.config.eos_id)],
                 "the lone sentence's search on onnxruntime differs from the TensorFlow one")
+        require(batch_tokens == _trimmed(tokens, model.config.eos_id),
+                "the batch's search over the step graphs differs from the TensorFlow one")
         report = {"path": self.name, "opset": graphs.OPSET, "max_logit_difference": difference,
-                  "beam_tokens_match": True, "lone_tokens_match": True}
+                  "beam_tokens_match": True, "lone_tokens_match": True,
+                  "batch_tokens_match": True}
         if translates and not run_translate:
             warnings.warn(f"onnx/{text.FILE} was written but not checked: running it needs "
                           "onnxruntime-extensions (pip install 'keras-transformer[onnx-text]').",
@@ -116,11 +119,14 @@ class OnnxFormat(ExportFormat):
                 onnx.save(text.translate_model(model, tokenizer, subgraphs()), translate_path)
             int8_logits, int8_tokens, int8_translations = _run(directory, checks.inputs,
                                                                run_translate)
+            int8_lone, int8_batch = _step_tokens(directory, checks)
             report["int8"] = {
                 "max_logit_difference": float(np.abs(int8_logits - checks.logits).max()),
                 "beam_tokens_agreement": agreement(list(int8_tokens), list(tokens)),
-                "lone_tokens_agreement": agreement(_lone_tokens(directory, checks),
-                                                   lone_tokens)}
+                "lone_tokens_agreement": agreement(int8_lone, lone_tokens),
+                "batch_tokens_agreement": agreement(
+                    [hypothesis for row in int8_batch for hypothesis in row],
+                    [hypothesis for row in batch_tokens for hypothesis in row])}
             if run_translate:
                 report["int8"]["translate_agreement"] = agreement(
                     [line for run in int8_translations for line in run],
@@ -135,18 +141,19 @@ def _trimmed(tokens, eos_id):
              for row in sentence] for sentence in tokens]
 
 
-def _lone_tokens(directory, checks):
-    """The lone sentence's search's tokens (end token included) of each
-    check source, searched alone over the graphs in `directory`."""
+def _step_tokens(directory, checks):
+    """The tokens (end token included) the step graphs in `directory` find
+    for the check sources: each searched alone (its best), and all as one
+    padded batch (its K best, as `_trimmed`)."""
     config = checks.model.config
-    search = onnx_step.LoneSearch([os.path.join(directory, name) for name in onnx_step.FILES],
+    search = onnx_step.StepSearch([os.path.join(directory, name) for name in onnx_step.FILES],
                                   config)
-    found = []
-    for row in checks.source:
-        source = [int(i) for i in row if i != config.pad_id]
-        found.append(search.search(source, config.beam_size, config.length_penalty,
-                                   config.decode_margin)[0])
-    return found
+    lone = [search.search([int(i) for i in row if i != config.pad_id], config.beam_size,
+                          config.length_penalty, config.decode_margin)[0]
+            for row in checks.source]
+    batch, _ = search.search_batch(checks.source, config.beam_size, config.length_penalty,
+                                   config.decode_margin, n_best=config.beam_size)
+    return lone, _trimmed(batch, config.eos_id)
 
 
 def _saved_model_translations(checks):
