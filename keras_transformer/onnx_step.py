@@ -223,10 +223,11 @@ class StepGraphs:
                                 g.op("Unsqueeze", length, g.weight([0], "axes", np.int64))))
 
         def attention(h, layer):
-            q = g.heads(g.dense(h, layer.query_dense, 1 / math.sqrt(key_dim)), heads, key_dim,
-                        [0, 2, 1, 3])
-            k = g.heads(g.dense(h, layer.key_dense), heads, key_dim, [0, 2, 3, 1])
-            v = g.heads(g.dense(h, layer.value_dense), heads, value_dim, [0, 2, 1, 3])
+            q, k, v = g.denses(h, [layer.query_dense, layer.key_dense, layer.value_dense],
+                               [1 / math.sqrt(key_dim), 1.0, 1.0])
+            q = g.heads(q, heads, key_dim, [0, 2, 1, 3])
+            k = g.heads(k, heads, key_dim, [0, 2, 3, 1])
+            v = g.heads(v, heads, value_dim, [0, 2, 1, 3])
             weights = g.op("Softmax", g.op("Add", g.op("MatMul", q, k), bias), axis=-1)
             return g.dense(g.merged(g.op("MatMul", weights, v), heads, value_dim),
                            layer.output_dense)
@@ -239,12 +240,15 @@ class StepGraphs:
                 config.norm_first)
         if model.encoder_norm is not None:
             x = g.norm(x, model.encoder_norm)
-        for i, layer in enumerate(model.decoder_layers):
-            cross = layer.cross_attention
-            g.output(f"cross_key_{i}", g.heads(g.dense(x, cross.key_dense), heads, key_dim,
-                                                [0, 2, 3, 1]))
-            g.output(f"cross_value_{i}", g.heads(g.dense(x, cross.value_dense), heads,
-                                                  value_dim, [0, 2, 1, 3]))
+        # Every decoder layer's cross keys and values: one matmul.
+        crosses = [layer.cross_attention for layer in model.decoder_layers]
+        parts = g.denses(x, [dense for cross in crosses
+                             for dense in (cross.key_dense, cross.value_dense)],
+                         [1.0] * 2 * len(crosses))
+        for i in range(len(crosses)):
+            g.output(f"cross_key_{i}", g.heads(parts[2 * i], heads, key_dim, [0, 2, 3, 1]))
+            g.output(f"cross_value_{i}", g.heads(parts[2 * i + 1], heads, value_dim,
+                                                  [0, 2, 1, 3]))
         return g.model("encoder")
 
     def _step(self, model, alignment_layer):
@@ -400,6 +404,9 @@ class StepSearch:
         self.config = config
         self.cross = [value.name for value in self.encoder.get_outputs()]
         self.outputs = [value.name for value in self.step.get_outputs()]
+        # Each step's caches, the next one's inputs: (output, input) names.
+        self.pasts = [(name, name.replace("present_", "past_")) for name in self.outputs
+                      if name.startswith("present_")]
         self.vocabulary_size = int(self.step.get_modelmeta().custom_metadata_map[
             "target_vocab_size"])
         heads = config.num_heads
@@ -465,8 +472,7 @@ class StepSearch:
             alive_attended = [alive_attended[row] + [int(attended[row])] for row, _, _ in kept]
             alive_log_probs = np.array([log_prob for _, _, log_prob in kept], np.float32)
             beams = np.array([row for row, _, _ in kept], np.int64)
-            caches = {name.replace("present_", "past_"): found[name] for name in found
-                      if name.startswith("present_")}
+            caches = {past: found[present] for present, past in self.pasts}
             if best is not None and best[0] >= alive_log_probs.max() / max(
                     length_penalty(step + 2, alpha), length_penalty(limit, alpha)):
                 break  # no alive hypothesis can beat the best (`search._settled`)
@@ -531,11 +537,14 @@ class StepSearch:
             candidates = (s["alive_log_probs"][:, :copies, None]
                           + top.reshape(n, copies, per_beam)).reshape(n, -1)
             # The 2K best extensions, ties to the lower row, then rank.
+            # (Each row's picks by fancy indexing: `take_along_axis` built
+            # its indexes in Python, a share of a greedy file's time.)
             order = np.argsort(-candidates, axis=1, kind="stable")[:, :2 * k]
-            top_log_probs = np.take_along_axis(candidates, order, axis=1)
-            top_tokens = np.take_along_axis(ids.reshape(n, -1), order, axis=1)
+            each = np.arange(n)[:, None]
+            top_log_probs = candidates[each, order]
+            top_tokens = ids.reshape(n, -1)[each, order]
             top_beams = order // per_beam
-            top_sequences = np.take_along_axis(s["alive"], top_beams[:, :, None], axis=1)
+            top_sequences = s["alive"][each, top_beams]
             top_sequences[:, :, step + 1] = top_tokens
             is_end = top_tokens == config.eos_id
             eligible = (is_end & (np.arange(2 * k) < k) & (s["finished_count"] < k)[:, None]
@@ -543,18 +552,17 @@ class StepSearch:
             merged = np.concatenate([s["finished_scores"], np.where(
                 eligible, top_log_probs / length_penalty(step + 1, alpha), _NEG_INF)], axis=1)
             kept = np.argsort(-merged, axis=1, kind="stable")[:, :k]
-            s["finished_scores"] = np.take_along_axis(merged, kept, axis=1)
-            s["finished"] = np.take_along_axis(
-                np.concatenate([s["finished"], top_sequences], axis=1), kept[:, :, None], axis=1)
-            s["finished_log_probs"] = np.take_along_axis(np.concatenate(
-                [s["finished_log_probs"], np.where(eligible, top_log_probs, _NEG_INF)], axis=1),
-                kept, axis=1)
+            s["finished_scores"] = merged[each, kept]
+            s["finished"] = np.concatenate([s["finished"], top_sequences], axis=1)[each, kept]
+            s["finished_log_probs"] = np.concatenate(
+                [s["finished_log_probs"], np.where(eligible, top_log_probs, _NEG_INF)],
+                axis=1)[each, kept]
             s["finished_count"] = s["finished_count"] + eligible.sum(axis=1)
             alive_candidates = np.where(is_end, _NEG_INF, top_log_probs)
             kept = np.argsort(-alive_candidates, axis=1, kind="stable")[:, :k]
-            s["alive"] = np.take_along_axis(top_sequences, kept[:, :, None], axis=1)
-            s["alive_log_probs"] = np.take_along_axis(alive_candidates, kept, axis=1)
-            rows = np.take_along_axis(top_beams, kept, axis=1) + np.arange(n)[:, None] * copies
+            s["alive"] = top_sequences[each, kept]
+            s["alive_log_probs"] = alive_candidates[each, kept]
+            rows = top_beams[each, kept] + each * copies
             done = (s["finished_count"] >= k) | (step + 1 >= s["limit"])
             if n_best == 1:  # `search._settled`
                 done |= s["finished_scores"][:, 0] >= s["alive_log_probs"].max(axis=1) / \
@@ -569,8 +577,7 @@ class StepSearch:
                 fixed = {name: onnxruntime.OrtValue.ortvalue_from_numpy(value.numpy()[~done])
                          for name, value in fixed.items()}
             beams, copies = rows.reshape(-1), k
-            caches = {name.replace("present_", "past_"): found[name] for name in found
-                      if name.startswith("present_")}
+            caches = {past: found[present] for present, past in self.pasts}
         return tokens[:, :n_best, 1:], scores[:, :n_best]
 
     def _step(self, ids, step, beams, caches, fixed, k):
