@@ -7,6 +7,7 @@ modules are missing only while TensorFlow or Keras is imported, and not
 those Keras' own backend needs."""
 
 import argparse
+import concurrent.futures
 import importlib.util
 import logging
 import os
@@ -204,6 +205,7 @@ def test_keras_own_backend_needs_are_not_held_back(tmp_path, monkeypatch):
 # `translate-corpus` run it, with `--verbose` or without.
 BEAM_START = """
 import argparse
+import concurrent.futures
 from keras_transformer import cli
 from keras_transformer.pipelines import runner
 
@@ -263,14 +265,25 @@ def _train(folder, *options, user_level=None):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("user_level", [None, "3"])
-def test_the_installed_commands_print_only_their_own_lines(tmp_path, user_level):
+def test_the_installed_commands_print_only_their_own_lines(tmp_path):
     """`train`, then `translate`, `evaluate` and `export` of its run, and
     `serve --help`, with TF_CPP_MIN_LOG_LEVEL unset and 3: TensorFlow starts
     in each but `serve --help` (imported, its search for GPUs done), and
     their standard error holds the command's own warnings alone; `train`'s
     standard output says what preparing the Ding file does, not TFDS's
-    "Downloading"."""
+    "Downloading". The two ways run side by side (each command is a fresh
+    process that spends most of its time on one core, importing)."""
+    with concurrent.futures.ThreadPoolExecutor(2) as threads:
+        ways = [threads.submit(_print_only_their_own_lines, tmp_path / name, level)
+                for name, level in (("unset", None), ("level-3", "3"))]
+        for way in ways:
+            way.result()
+
+
+def _print_only_their_own_lines(tmp_path, user_level):
+    """`test_the_installed_commands_print_only_their_own_lines` in
+    `tmp_path`, with TF_CPP_MIN_LOG_LEVEL unset or `user_level`."""
+    tmp_path.mkdir()
     trained = _train(tmp_path, user_level=user_level)
     assert trained.stderr == ""
     records = tmp_path / "tfds" / "ding_de_en" / "1.0.0"
