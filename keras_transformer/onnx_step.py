@@ -38,6 +38,7 @@ hypotheses, the GNMT length penalty, ties to the lower index, and with
 `best_only` the exact bound that ends a sentence once its best is
 settled), so that their translations are the Translator's.
 """
+
 import math
 
 import numpy as np
