@@ -14,7 +14,7 @@ with their references), beam 4 and greedy:
   pieces of the translations), chrF against the references, and the share
   of int8 translations equal to float32's;
 - one sentence alone: 12 short Ding sentences, each searched alone over
-  the lone graphs (`onnx_step.StepSearch`) in float32 and int8 and by
+  the step graphs (`onnx_step.StepSearch.search`) in float32 and int8 and by
   CTranslate2 int8 at one and two threads, in turns a quarter of a second
   apart; the median.
 

@@ -1,8 +1,8 @@
 """The onnx/ part of an export: the encoder, decoder-step and forward graphs
 (`graphs`), their config and the tokenizer files, for the ONNX runtime
-(`runtimes.onnx_runner`); the graphs of a lone sentence's search written
-from the weights (`onnx_step`), which the runtime searches a lone sentence
-over; and translate.onnx (`text`), text in, text out, with the tokenizer and
+(`runtimes.onnx_runner`); the encoder and step graphs written from the
+weights (`onnx_step`), which the runtime searches batches and lone
+sentences over; and translate.onnx (`text`), text in, text out, with the tokenizer and
 onnxruntime's beam search inside. int8 weights are `int8`'s: written and
 checked in float32 first, then quantized."""
 
@@ -54,8 +54,9 @@ def runner_config(model):
 
 class OnnxFormat(ExportFormat):
     """onnx/, written in float32 and checked against the in-process model:
-    logits, the runner's beam search, the lone sentence's search (each check
-    sentence alone: the best-only search's tokens), and translate.onnx's
+    logits, the runner's beam search, the step graphs' searches (each check
+    sentence alone: the best-only search's tokens; all as one batch: the K
+    best), and translate.onnx's
     greedy and alpha = 0 beam translations; then, for int8, quantized and
     measured for how often it agrees."""
 
