@@ -40,6 +40,7 @@ settled), so that their translations are the Translator's.
 """
 
 import math
+import os
 
 import numpy as np
 import onnx
@@ -379,6 +380,20 @@ def session_options(threads=None):
     return options
 
 
+def load_session(graph, options):
+    """An onnxruntime session of `graph` (bytes, or a path: a missing or
+    damaged file is refused in one line, saying to export again)."""
+    if isinstance(graph, bytes):
+        return onnxruntime.InferenceSession(graph, options)
+    if not os.path.isfile(graph):
+        raise FileNotFoundError(f"{graph} does not exist; export the model again.")
+    try:
+        return onnxruntime.InferenceSession(graph, options)
+    except Exception as error:  # onnxruntime raises its own types for damaged graphs
+        raise ValueError(f"Cannot load {graph}: {str(error).splitlines()[0]}; the file is "
+                         "damaged: export the model again.") from None
+
+
 class StepSearch:
     """The beam search (greedy for a beam of one) over a model's
     `StepGraphs` on onnxruntime (see the module docstring): `search`, the
@@ -400,8 +415,7 @@ class StepSearch:
         if isinstance(graphs, StepGraphs):
             graphs = (graphs.encoder.SerializeToString(), graphs.step.SerializeToString())
         options = session_options(threads)
-        self.encoder, self.step = (onnxruntime.InferenceSession(graph, options)
-                                   for graph in graphs)
+        self.encoder, self.step = (load_session(graph, options) for graph in graphs)
         self.config = config
         self.cross = [value.name for value in self.encoder.get_outputs()]
         self.outputs = [value.name for value in self.step.get_outputs()]
@@ -429,14 +443,7 @@ class StepSearch:
         source = np.asarray(source_ids, np.int64)[None]
         real = int(np.sum((source != config.pad_id) & (source != config.eos_id)))
         limit = min(real + decode_margin, config.max_length)
-        binding = self.encoder.io_binding()
-        binding.bind_cpu_input("source_ids", source)
-        for name in self.cross:
-            binding.bind_output(name)
-        self.encoder.run_with_iobinding(binding)
-        fixed = dict(zip(self.cross, binding.get_outputs()))
-        caches = {name: onnxruntime.OrtValue.ortvalue_from_numpy(value)
-                  for name, value in self.empty.items()}
+        fixed, caches = self._encoded(source)
         # Step 0 extends the start token alone; then the K alive hypotheses.
         alive, alive_attended = [[config.decoder_start_id]], [[0]]
         alive_log_probs, beams = np.zeros(1, np.float32), np.zeros(1, np.int64)
@@ -500,14 +507,7 @@ class StepSearch:
         real = np.sum((source != config.pad_id) & (source != config.eos_id), axis=1)
         limits = np.minimum(real + decode_margin, config.max_length)
         length = int(limits.max())
-        binding = self.encoder.io_binding()
-        binding.bind_cpu_input("source_ids", source)
-        for name in self.cross:
-            binding.bind_output(name)
-        self.encoder.run_with_iobinding(binding)
-        fixed = dict(zip(self.cross, binding.get_outputs()))
-        caches = {name: onnxruntime.OrtValue.ortvalue_from_numpy(value)
-                  for name, value in self.empty.items()}
+        fixed, caches = self._encoded(source)
         per_beam = min(2 * k, self.vocabulary_size)  # extensions ranked per row
         # The first step decodes one row a sentence, unless a row has fewer
         # than 2K extensions (then K, all but the first dead).
@@ -580,6 +580,19 @@ class StepSearch:
             beams, copies = rows.reshape(-1), k
             caches = {past: found[present] for present, past in self.pasts}
         return tokens[:, :n_best, 1:], scores[:, :n_best]
+
+    def _encoded(self, source):
+        """The encoder's outputs for `source` `(sentences, length)` (the
+        step's fixed inputs, onnxruntime's values) and the empty caches
+        before the first step."""
+        binding = self.encoder.io_binding()
+        binding.bind_cpu_input("source_ids", source)
+        for name in self.cross:
+            binding.bind_output(name)
+        self.encoder.run_with_iobinding(binding)
+        return (dict(zip(self.cross, binding.get_outputs())),
+                {name: onnxruntime.OrtValue.ortvalue_from_numpy(value)
+                 for name, value in self.empty.items()})
 
     def _step(self, ids, step, beams, caches, fixed, k):
         """The step graph's outputs for the hypotheses ending in `ids`: the

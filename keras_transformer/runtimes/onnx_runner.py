@@ -40,16 +40,6 @@ def _top(values, k):
     return np.argsort(-values, axis=1, kind="stable")[:, :k]
 
 
-def _session(path, options):
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path} does not exist; export the model again.")
-    try:
-        return onnxruntime.InferenceSession(path, options)
-    except Exception as error:  # onnxruntime raises its own types for damaged graphs
-        raise ValueError(f"Cannot load {path}: {str(error).splitlines()[0]}; the file is damaged: "
-                         "export the model again.") from None
-
-
 def _run(session, feeds):
     """A session's outputs by name."""
     return dict(zip([value.name for value in session.get_outputs()], session.run(None, feeds)))
@@ -69,8 +59,9 @@ class OnnxSearch:
         options = options or onnxruntime.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
-        self.encoder = _session(os.path.join(directory, "encoder.onnx"), options)
-        self.decoder_step = _session(os.path.join(directory, "decoder_step.onnx"), options)
+        self.encoder, self.decoder_step = (
+            onnx_step.load_session(os.path.join(directory, name), options)
+            for name in ("encoder.onnx", "decoder_step.onnx"))
         if [value.name for value in self.encoder.get_inputs()][:1] != ["encoder_input_ids"]:
             raise ValueError(f"{directory} holds ONNX graphs of an earlier version of "
                              "keras-transformer, with other inputs; export the model again.")

@@ -125,6 +125,10 @@ def test_damaged_run_and_export_files_are_named(small_run, small_export, tmp_pat
     with pytest.raises(FileNotFoundError, match="decoder_step.onnx does not exist"):
         OnnxTranslator(str(onnx))
     shutil.copy(small_export / "onnx" / "decoder_step.onnx", onnx / "decoder_step.onnx")
+    (onnx / "search_step.onnx").write_bytes(b"\x00garbage")
+    with pytest.raises(ValueError, match="Cannot load .*search_step.onnx: .*export the model again"):
+        OnnxTranslator(str(onnx))
+    shutil.copy(small_export / "onnx" / "search_step.onnx", onnx / "search_step.onnx")
     # An export of an earlier version, whose encoder took `source_ids` alone.
     shutil.copy(small_export / "onnx" / "forward.onnx", onnx / "encoder.onnx")
     with pytest.raises(ValueError, match="ONNX graphs of an earlier version .* export the model again"):
