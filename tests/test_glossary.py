@@ -165,13 +165,15 @@ def test_a_glossary_of_ding_s_headword_pairs_loads_and_each_term_finds_its_own_e
     German term with two targets, as Ding lists many, is refused."""
     from keras_transformer.data.ding import parse_line  # (TensorFlow Datasets': slow to import)
 
-    every, pairs = [], {}
+    every, pairs, second_target = [], {}, None
     with open(DING, encoding="utf-8", errors="replace") as file:
         for line in file:
             found = parse_line(line)
             if found:
                 every.append(found[0])
-                pairs.setdefault(*found[0])
+                source, target = found[0]
+                if pairs.setdefault(source, target) != target and second_target is None:
+                    second_target = len(every)
     glossary = Glossary.of(pairs.items(), "de", name="Ding's headwords")
     assert len(glossary) == len(pairs) > 100_000
     shared = collections.defaultdict(list)
@@ -184,9 +186,11 @@ def test_a_glossary_of_ding_s_headword_pairs_loads_and_each_term_finds_its_own_e
     for source, target in colliding:
         assert [(text, targets) for text, targets in _terms(glossary, source)] == [
             (source, (target,))], source
-    with pytest.raises(GlossaryError, match=r"lines \d+ and \d+: the source term '.+' has two "
-                                            r"targets"):
-        Glossary.of(every, "de", name="Ding's headwords")
+    # Ding's pairs up to the first term with a second target (building
+    # the whole glossary again would only repeat the first build).
+    with pytest.raises(GlossaryError, match=rf"lines \d+ and {second_target}: the source term "
+                                            r"'.+' has two targets"):
+        Glossary.of(every[:second_target], "de", name="Ding's headwords")
 
 
 LEMMAS = """

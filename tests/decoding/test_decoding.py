@@ -361,9 +361,11 @@ def test_batch_translation_equals_one_by_one(translator):
 
 
 @pytest.mark.filterwarnings("ignore::keras_transformer.textfiles.TruncationWarning")
-@pytest.mark.parametrize("beam_size", [1, 3])
-@pytest.mark.parametrize("norm_first, activation", [(False, "relu"), (True, "gelu"),
-                                                    (False, "silu")])
+# Each activation the graphs write, and greedy and beam search each after
+# post-norm and pre-norm layers: not every pairing, since the search does
+# not depend on how the graphs compute a step.
+@pytest.mark.parametrize("norm_first, activation, beam_size", [
+    (False, "relu", 3), (True, "gelu", 1), (True, "gelu", 3), (False, "silu", 1)])
 def test_lone_sentences_on_onnxruntime_translate_as_the_traced_search(tokenizer_path, beam_size,
                                                                        norm_first, activation):
     """`search_lone_on_onnxruntime`: each lone sentence (blank, short, long,

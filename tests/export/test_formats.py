@@ -1,7 +1,10 @@
-"""Each format of the registry writes and checks itself (`export_run` with
-that format alone, on the small run), and translates as the model does
-through its runtime; a format refuses what it cannot store in one line,
-before anything is loaded."""
+"""Each format of the registry is written and checked by `export_run` on
+the small run, and translates as the model does through its runtime; a
+format refuses what it cannot store in one line, before anything is
+loaded. The exports are the session's shared ones (`small_export`,
+`small_ct2`): other tests read them too, and each format written alone
+is tested where it is written (test_export.py, test_onnx_beam_search.py,
+test_precision.py, test_ctranslate2_export.py, test_litert_export.py)."""
 
 import os
 import warnings
@@ -19,16 +22,30 @@ SENTENCES = [" ".join(WORDS[i:i + n]) for i, n in ((0, 3), (2, 7), (5, 1), (1, 6
 searches may differ: docs/export.md)."""
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.slow) if name in ("saved_model", "keras") else name
-    for name in names.FORMATS])  # the SavedModels take longest, and a quick test of export.py
-# writes the keras format (test_export.py's failure while writing): the quick tier has the others
-def test_each_format_writes_checks_and_translates_as_the_model(name, small_run, tmp_path):
-    folder = tmp_path / "export"
+@pytest.fixture
+def exported(request, small_run, tmp_path):
+    """The format `request.param` and the small run's export folder holding
+    it: the shared default export for keras, saved_model and onnx, the
+    shared CTranslate2 one, or LiteRT's written here (no other test exports
+    the small run to float32 LiteRT)."""
+    name = request.param
+    if name in names.DEFAULT_FORMATS:
+        return name, request.getfixturevalue("small_export")
+    if name == "ctranslate2":
+        return name, request.getfixturevalue("small_ct2")[0]
     with warnings.catch_warnings():  # LiteRT's: the small run's BPE file takes ids
         warnings.simplefilter("ignore")
-        report = export_run(str(small_run), str(folder), formats=[name])
-    assert FORMATS[name].name == name and list(report["formats"]) == [name]
+        export_run(str(small_run), str(tmp_path / "export"), formats=[name])
+    return name, tmp_path / "export"
+
+
+# The default export writes the SavedModels (slow): the quick tier has the others.
+@pytest.mark.parametrize("exported", [
+    pytest.param(name, marks=pytest.mark.slow) if name in names.DEFAULT_FORMATS else name
+    for name in names.FORMATS], indirect=True)
+def test_each_format_writes_checks_and_translates_as_the_model(exported, small_run):
+    name, folder = exported
+    assert FORMATS[name].name == name and name in run_folder.export_report(folder)["formats"]
     assert run_folder.folder_kind(folder) == "export"
     assert os.path.exists(run_folder.export_part(folder, name))
     # The exports' engines search without the Translator's guard.
