@@ -187,6 +187,14 @@ def non_negative_float(text):
     return _number(float, 0.0, text, inclusive=True)
 
 
+def fraction(text):
+    """argparse type: a number >= 0 and < 1."""
+    value = _number(float, 0.0, text, inclusive=True)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be < 1, got {text}")
+    return value
+
+
 def add_precision_argument(parser, help="decode in this precision (default: the model's "
                                          "own): bfloat16 is faster on CPUs with AVX-512 BF16 or "
                                          "AMX, float16 is for GPUs"):

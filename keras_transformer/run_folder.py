@@ -83,6 +83,10 @@ class RunOptions:
     sentence that many times per pass (`data.repeat_full_sentences`; the
     demo: 2, as Ding's sentences are 5% of its pairs); 1 reads the corpus as
     it is, and prepared data (already tokenized) takes only 1.
+    `sentences_last`: the fraction of the run's updates, at its end, that
+    read only those pairs (`data.switched`; of the updates a time budget
+    is expected to allow; the demo: 0.2 for Ding); prepared data takes
+    only 0.
     `calibrate_sentences`: the whole sentences of the validation split the
     run's calibrator is fitted on at its end (`evaluation.calibrate_run`;
     0: none).
@@ -113,6 +117,7 @@ class RunOptions:
     eval_every_steps: int = 500
     bleu_sentences: int = 200
     sentence_repeats: int = 1
+    sentences_last: float = 0.0
     calibrate_sentences: int = 2000
     shuffle_buffer: int = 20_000
     seed: int = 1234

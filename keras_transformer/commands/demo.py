@@ -9,7 +9,9 @@ Stages, each reporting its progress:
  1. train the SentencePiece tokenizer and the model (a time budget, or the
     preset's steps with --minutes 0), checkpointing as it goes, and average
     the last checkpoints; with a time budget, the small preset's width is
-    chosen by timing updates on this machine (`training.sizing`);
+    chosen by timing updates on this machine (`training.sizing`); on Ding,
+    whole sentences are read twice a pass, and alone in the last 20% of the
+    updates;
  2. choose the length penalty on the validation whole sentences (4+ words
     ending in . ? or !; `evaluation.choose_length_penalty`) and report BLEU
     and chrF (sacreBLEU, with signatures) on held-out validation and test
@@ -83,6 +85,9 @@ def parser():
                    help="read each training pair whose source is a whole sentence this many "
                         "times (default: 2 for Ding, whose sentences are 5%% of its pairs, "
                         "else 1)")
+    p.add_argument("--sentences-last", type=cli.fraction, metavar="FRACTION",
+                   help="the last FRACTION of the updates read only the pairs whose source is "
+                        "a whole sentence (default: 0.2 for Ding, else 0)")
     p.add_argument("--alpha", type=cli.non_negative_float,
                    help="the length penalty (default: the best of "
                         f"{', '.join(map(str, LENGTH_PENALTIES))} on validation sentences)")
@@ -131,6 +136,8 @@ def train(args):
         overrides={} if d_model == preset.d_model else dict(d_model=d_model, d_ff=4 * d_model),
         vocab_size=args.vocab_size, strategy=args.strategy, precision=precision,
         sentence_repeats=args.sentence_repeats or (2 if args.dataset == "ding" else 1),
+        sentences_last=(args.sentences_last if args.sentences_last is not None
+                        else 0.2 if args.dataset == "ding" else 0.0),
         steps=args.steps, time_budget_minutes=args.minutes or None,
         # The small preset makes 2,000-4,000 updates in 15 minutes: average
         # the last 5 of checkpoints 100 updates apart, validate every 500.

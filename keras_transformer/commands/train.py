@@ -56,6 +56,11 @@ def parser():
                       default=DEFAULTS["sentence_repeats"],
                       help="read each pair whose source is a whole sentence (4+ words ending "
                            "in . ? or !) this many times per pass")
+    data.add_argument("--sentences-last", type=cli.fraction, metavar="FRACTION",
+                      default=DEFAULTS["sentences_last"],
+                      help="the last FRACTION of the updates (of those expected in "
+                           "--time-budget-minutes) read only the pairs whose source is a whole "
+                           "sentence")
     model = p.add_argument_group("model and recipe")
     model.add_argument("--preset", choices=PRESETS, default=DEFAULTS["preset"])
     model.add_argument("--init-from", metavar="RUN",
@@ -116,6 +121,7 @@ def options_from(args):
         checkpoint_every_minutes=args.checkpoint_every_minutes,
         keep_checkpoints=args.keep_checkpoints, eval_every_steps=args.eval_every_steps,
         bleu_sentences=args.bleu_sentences, sentence_repeats=args.sentence_repeats,
+        sentences_last=args.sentences_last,
         calibrate_sentences=args.calibrate_sentences, seed=args.seed,
     )
 

@@ -9,8 +9,9 @@
   `token_batches` (`block_token_batches`): ids, length filtering
   (counted, never silent) and token-budget batching by length buckets
   (`shape_boundaries`: the few fixed shapes of batches for XLA).
-- `is_full_sentence`, `repeat_full_sentences`: whole sentences among a
-  dictionary's words and phrases, read more often in training.
+- `is_full_sentence`, `repeat_full_sentences`, `full_sentences`,
+  `switched`: whole sentences among a dictionary's words and phrases, read
+  more often in training, or alone in its last part.
 - `PreparedCorpus` (`corpus("prepared:DIR")`): training data tokenized once
   by `keras-transformer prepare-data`.
 
@@ -37,9 +38,11 @@ from keras_transformer.data.batching import (
 )
 from keras_transformer.data.prepared import PreparedCorpus
 from keras_transformer.data.sentences import (
+    full_sentences,
     is_full_sentence,
     is_full_sentence_tensor,
     repeat_full_sentences,
+    switched,
 )
 from keras_transformer.data.tokenizer import (
     BOS_ID,
@@ -93,12 +96,14 @@ __all__ = [
     "encode_sources",
     "encode_targets",
     "fits",
+    "full_sentences",
     "is_full_sentence",
     "is_full_sentence_tensor",
     "length_filter",
     "length_report",
     "repeat_full_sentences",
     "shape_boundaries",
+    "switched",
     "token_batches",
     "train_corpus_tokenizer",
     "train_tokenizer",

@@ -5,7 +5,9 @@ phrases: its whole sentences are 5% of its pairs and 12% of its tokens,
 yet sentences are what its users translate and what the demo
 scores. `repeat_full_sentences` reads each such pair more than once per pass
 over the training data (upsampling the part of a corpus that resembles the
-task, as in-domain data is upsampled in machine translation).
+task, as in-domain data is upsampled in machine translation), and
+`full_sentences` and `switched` let the last part of a run read them alone
+(as a model is fine-tuned on in-domain data after training on all of it).
 """
 
 import re
@@ -47,3 +49,20 @@ def repeat_full_sentences(pairs, times):
         return tf.data.Dataset.from_tensors((source, target)).repeat(tf.cast(count, tf.int64))
 
     return pairs.flat_map(repeated)
+
+
+def full_sentences(pairs):
+    """The pairs of `pairs` (a dataset of `(source, target)` strings) whose
+    source is a whole sentence."""
+    return pairs.filter(lambda source, target: is_full_sentence_tensor(source))
+
+
+def switched(phase, before, after):
+    """The elements of the dataset `before` while the integer variable
+    `phase` is 0, then those of `after` once it is 1 (a training callback
+    sets it; each element is chosen as it is made, so a prefetched few
+    come from `before`). Both must be infinite, with the same structure."""
+    # tf.data reads a captured variable's value each time the map runs.
+    choice = tf.data.Dataset.from_tensors(0).repeat().map(
+        lambda _: tf.cast(phase.read_value(), tf.int64))
+    return tf.data.Dataset.choose_from_datasets([before, after], choice)

@@ -51,12 +51,13 @@ class TimeBudget(keras.callbacks.Callback):
     """Stops training after `minutes` of it (the final checkpoint is still
     written by `CheckpointCallback.on_train_end`).
 
-    With a `LinearDecaySchedule` it also places the schedule's end where
-    the time runs out: after the first `MEASURE_SECONDS` (tracing and the
-    input pipeline's start included) and then every `REESTIMATE_EVERY`
-    updates, it sets `total_steps` to the update the step rate measured so
-    far reaches at the deadline (at most `last_step`), so that the rate is
-    near zero when training stops, on a fast machine or a slow one."""
+    It also estimates where the time runs out (`expected_end`, None until
+    then): after the first `MEASURE_SECONDS` (tracing and the input
+    pipeline's start included) and then every `REESTIMATE_EVERY` updates,
+    the update the step rate measured so far reaches at the deadline (at
+    most `last_step`). With a `LinearDecaySchedule` it sets the schedule's
+    `total_steps` there, so that the rate is near zero when training stops,
+    on a fast machine or a slow one; `SentencesLast` starts its part there."""
 
     MEASURE_SECONDS = 60
     REESTIMATE_EVERY = 25
@@ -66,6 +67,7 @@ class TimeBudget(keras.callbacks.Callback):
         self.seconds = minutes * 60
         self.schedule = schedule if isinstance(schedule, LinearDecaySchedule) else None
         self.last_step = last_step
+        self.expected_end = None
 
     def on_train_begin(self, logs=None):
         self.started, self.updates = time.monotonic(), 0
@@ -75,11 +77,38 @@ class TimeBudget(keras.callbacks.Callback):
         self.updates += 1
         if elapsed >= self.seconds:
             self.model.stop_training = True
-        elif (self.schedule is not None and elapsed >= self.MEASURE_SECONDS
-              and self.updates % self.REESTIMATE_EVERY == 0):
+        elif elapsed >= self.MEASURE_SECONDS and self.updates % self.REESTIMATE_EVERY == 0:
             reached = logs["step"] + (self.seconds - elapsed) * self.updates / elapsed
-            end = min(reached, self.last_step or reached)
-            self.schedule.total_steps.assign(max(end, self.schedule.warmup_steps + 1.0))
+            self.expected_end = min(reached, self.last_step or reached)
+            if self.schedule is not None:
+                self.schedule.total_steps.assign(
+                    max(self.expected_end, self.schedule.warmup_steps + 1.0))
+
+
+class SentencesLast(keras.callbacks.Callback):
+    """Switches the training input to whole sentences alone (sets `phase`,
+    `data.switched`'s variable, to 1) at the update where the run's last
+    `fraction` begins: of its `last_step` updates, or, with a time budget,
+    of those the `TimeBudget` expects once it has measured. A run resumed
+    past that update (from `start`) reads whole sentences from its first.
+    `switched_at`: the update after which they alone are read (None
+    before)."""
+
+    def __init__(self, phase, fraction, last_step, start, budget=None):
+        super().__init__()
+        self.phase, self.fraction, self.last_step, self.budget = phase, fraction, last_step, budget
+        self.switched_at = None
+        if budget is None:
+            self._switch_if_past(start, last_step)
+
+    def _switch_if_past(self, step, end):
+        if self.switched_at is None and end is not None and step >= (1 - self.fraction) * end:
+            self.phase.assign(1)
+            self.switched_at = int(step)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._switch_if_past(logs["step"], self.last_step if self.budget is None
+                             else self.budget.expected_end)
 
 
 def resolve_config(options):
@@ -145,6 +174,8 @@ def run_training(options):
     is restored afterwards, so that models loaded later in the same process
     (to evaluate or export) are float32 like the saved weights."""
     backends.check(options.strategy, options.xla, precision=options.precision)
+    if not 0 <= options.sentences_last < 1:
+        raise ValueError(f"sentences_last must be >= 0 and < 1, got {options.sentences_last}.")
     previous_policy = keras.config.dtype_policy()
     set_precision(options.precision)
     try:
@@ -169,10 +200,16 @@ def _train(options):
     config = resolve_config(options)
     corpus = data.corpus(options.dataset, options.source_language, options.target_language,
                          data_dir=options.data_dir, ding_path=options.ding_path)
-    if options.sentence_repeats != 1 and isinstance(corpus, data.PreparedCorpus):
+    if (options.sentence_repeats != 1 or options.sentences_last) and isinstance(
+            corpus, data.PreparedCorpus):
         raise ValueError(f"{options.dataset} holds token ids, in which whole sentences cannot be "
-                         "told apart; train on the raw corpus to repeat them, or drop "
-                         "--sentence-repeats.")
+                         "told apart; train on the raw corpus to repeat them or read them last, "
+                         "or drop --sentence-repeats and --sentences-last.")
+    if options.sentences_last and not any(True for _ in data.full_sentences(
+            corpus.pairs("train")).take(1)):
+        raise ValueError(f"{options.dataset}'s training pairs hold no whole sentence (4+ words "
+                         "ending in . ? or !) for the last part of the run to read; drop "
+                         "--sentences-last.")
     with _removed_if_setup_fails(options.output_dir, chief):
         tokenizer = prepare_tokenizer(options, corpus, chief)
         start = latest_step(run_folder.checkpoints_dir(options.output_dir))
@@ -217,8 +254,10 @@ class _Setup:
     initial_weights: list | None
 
 
-def _training_input(options, setup, micro_batch_tokens, replicas, fixed_shapes):
-    """The training batches, and the length report of the training pairs."""
+def _training_input(options, setup, micro_batch_tokens, replicas, fixed_shapes, phase=None):
+    """The training batches, and the length report of the training pairs;
+    with `phase` (`SentencesLast`'s variable), the batches of the whole
+    sentences alone once it is 1."""
     config, corpus, start = setup.config, setup.corpus, setup.start
     if isinstance(corpus, data.PreparedCorpus):
         # Token ids from shards, each worker reading its own files, resumed
@@ -232,14 +271,19 @@ def _training_input(options, setup, micro_batch_tokens, replicas, fixed_shapes):
     # The first pass (the length report's) tokenizes and fills the cache;
     # training reads the cache, tf.data autotuned again (no tokenizing, so no
     # Python: see data.encode_pairs). Blocks of pairs: see data.encode_blocks.
-    pairs = data.repeat_full_sentences(corpus.pairs("train"), options.sentence_repeats)
-    encoded = data.encode_blocks(pairs, setup.tokenizer).cache()
+    def batches(pairs):
+        encoded = data.encode_blocks(pairs, setup.tokenizer).cache()
+        return encoded, data.block_token_batches(
+            encoded.repeat(), micro_batch_tokens, config.max_length, batch_multiple=replicas,
+            shuffle_buffer=options.shuffle_buffer, seed=options.seed + start,
+            pad_id=config.pad_id, fixed_shapes=fixed_shapes)
+
+    encoded, train = batches(data.repeat_full_sentences(corpus.pairs("train"),
+                                                        options.sentence_repeats))
     report = data.length_report(encoded, config.max_length)
-    return report, data.autotuned(data.block_token_batches(
-        encoded.repeat(), micro_batch_tokens, config.max_length, batch_multiple=replicas,
-        shuffle_buffer=options.shuffle_buffer, seed=options.seed + start, pad_id=config.pad_id,
-        fixed_shapes=fixed_shapes,
-    ).prefetch(tf.data.AUTOTUNE))
+    if phase is not None:
+        train = data.switched(phase, train, batches(data.full_sentences(corpus.pairs("train")))[1])
+    return report, data.autotuned(train.prefetch(tf.data.AUTOTUNE))
 
 
 def _train_from(options, setup):
@@ -249,12 +293,15 @@ def _train_from(options, setup):
     replicas = backend.replicas(strategy)
     fixed_shapes = backend.fixed_shapes(options.xla)
     micro_batch_tokens = config.batch_tokens // options.accumulation_steps
+    phase = tf.Variable(0, trainable=False) if options.sentences_last else None
     report, train_batches = _training_input(options, setup, micro_batch_tokens, replicas,
-                                            fixed_shapes)
+                                            fixed_shapes, phase)
     print(f"Training data: {report}.")
     if options.sentence_repeats > 1:
         print(f"(Pairs whose source is a whole sentence are read {options.sentence_repeats} "
               "times a pass, and counted so.)")
+    if options.sentences_last:
+        print(f"(The last {options.sentences_last:.0%} of the updates read those pairs alone.)")
     validation_pairs = setup.corpus.pairs("validation")
     validation_batches = data.token_batches(
         data.encode_pairs(validation_pairs, tokenizer), micro_batch_tokens, config.max_length,
@@ -277,8 +324,11 @@ def _train_from(options, setup):
                                      strategy, keep=keep,
                                      every_steps=options.checkpoint_every_steps,
                                      every_minutes=options.checkpoint_every_minutes)]
-    if options.time_budget_minutes:
-        callbacks.append(TimeBudget(options.time_budget_minutes, schedule, steps))
+    budget = TimeBudget(options.time_budget_minutes, schedule, steps) \
+        if options.time_budget_minutes else None
+    sentences_last = SentencesLast(phase, options.sentences_last, steps, setup.start, budget) \
+        if phase is not None else None
+    callbacks += [callback for callback in (budget, sentences_last) if callback is not None]
     print(f"Training {model.count_params() / 1e6:.1f}M parameters on {backend.name}, "
           f"{replicas} replica(s), from step {setup.start} to {steps}, {config.batch_tokens} "
           "tokens per update.")
@@ -297,6 +347,7 @@ def _train_from(options, setup):
         "final_step": trainer.step,
         "training_seconds": time.monotonic() - started,
         "last_logs": history[-1] if history else None,
+        "sentences_only_after": sentences_last and sentences_last.switched_at,
     }
     if getattr(trainer, "first_updates", None):
         summary["compiled_shapes"] = _compilation_report(trainer.first_updates)

@@ -1,6 +1,7 @@
 """Whole sentences among a corpus's pairs: the TensorFlow rule that training
-uses is the Python rule that evaluation uses, and repeating them reads each
-sentence pair the given number of times, in the corpus's order."""
+uses is the Python rule that evaluation uses, repeating them reads each
+sentence pair the given number of times, in the corpus's order, and the
+last part of a run reads them alone once its variable says so."""
 
 import pytest
 import tensorflow as tf
@@ -8,9 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from keras_transformer.data import (
+    full_sentences,
     is_full_sentence,
     is_full_sentence_tensor,
     repeat_full_sentences,
+    switched,
 )
 
 EXAMPLES = {
@@ -55,3 +58,37 @@ def test_sentence_pairs_are_read_the_given_times_in_order(times):
             repeat_full_sentences(dataset, times).as_numpy_iterator()]
     assert read == [pair for pair in pairs
                     for _ in range(times if is_full_sentence(pair[0]) else 1)]
+
+
+def _pairs():
+    pairs = [(source, f"target {i}") for i, source in enumerate(EXAMPLES)]
+    return pairs, tf.data.Dataset.from_tensor_slices(([s for s, _ in pairs],
+                                                     [t for _, t in pairs]))
+
+
+def test_full_sentences_keeps_the_sentence_pairs_in_order():
+    pairs, dataset = _pairs()
+    assert [(s.decode(), t.decode()) for s, t in full_sentences(dataset).as_numpy_iterator()] \
+        == [pair for pair in pairs if is_full_sentence(pair[0])]
+
+
+def test_switched_reads_the_first_dataset_until_its_variable_is_set():
+    """Elements come from the first dataset (here the targets of every pair)
+    while the variable is 0, and from the second (the sources of the
+    sentence pairs) once it is 1, after at most a few made ahead, whether it
+    is set between reads or before the first."""
+    pairs, dataset = _pairs()
+    phase = tf.Variable(0)
+    targets = dataset.map(lambda source, target: target).repeat()
+    sentences = full_sentences(dataset).map(lambda source, target: source).repeat()
+    read = iter(switched(phase, targets, sentences))
+    before = [next(read).numpy().decode() for _ in range(len(pairs))]
+    phase.assign(1)
+    after = [next(read).numpy().decode() for _ in range(40)]
+    assert before == [target for _, target in pairs]
+    ahead = sum(text.startswith("target ") for text in after)
+    assert ahead <= 10 and after[:ahead] == [target for _, target in pairs][:ahead]
+    in_order = [source for source, _ in pairs if is_full_sentence(source)] * 10
+    assert after[ahead:] == in_order[:40 - ahead]
+    assert [element.numpy().decode() for element in switched(phase, targets, sentences).take(5)] \
+        == in_order[:5]

@@ -248,12 +248,15 @@ def test_prepared_data_refuses_a_run_with_another_tokenizer_in_one_line(prepared
 
 
 @pytest.mark.slow
-def test_prepared_data_refuses_sentence_repeats_in_one_line(prepared, tmp_path):
-    """Token ids cannot tell a sentence from a phrase: refused before the
-    run's folder is made."""
+@pytest.mark.parametrize("whole_sentences", [dict(sentence_repeats=2),
+                                             dict(sentences_last=0.2)])
+def test_prepared_data_refuses_whole_sentence_options_in_one_line(prepared, tmp_path,
+                                                                  whole_sentences):
+    """Token ids cannot tell a sentence from a phrase: repeating sentences or
+    reading them last is refused before the run's folder is made."""
     _, shards, _ = prepared
     options = RunOptions(output_dir=str(tmp_path / "run"), dataset=f"prepared:{shards}",
-                         sentence_repeats=2)
+                         **whole_sentences)
     with pytest.raises(ValueError, match="whole sentences cannot be told apart") as error:
         run_training(options)
     assert "\n" not in str(error.value)

@@ -1,6 +1,9 @@
 """The paper's schedule, optimiser and label-smoothed loss against their
-formulas, and gradient accumulation against one large batch."""
+formulas, gradient accumulation against one large batch, and the parts of
+a run's recipe around them: the time budget and whole sentences last."""
 
+import dataclasses
+import os
 import time
 
 import keras
@@ -8,8 +11,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers.files import ding_file
+from helpers.marian_files import sentence_pairs
 from helpers.tasks import VOCAB, reverse_dataset
+from keras_transformer import textfiles
 from keras_transformer.models import BASE, SMALL, transformer
+from keras_transformer.run_folder import RunOptions
 from keras_transformer.training import (
     FusedAdam,
     LabelSmoothedCrossEntropy,
@@ -21,7 +28,7 @@ from keras_transformer.training import (
     paper_optimizer,
     token_statistics,
 )
-from keras_transformer.training.run import TimeBudget
+from keras_transformer.training.run import SentencesLast, TimeBudget, run_training
 
 
 @pytest.mark.parametrize("step", [1, 100, 3999, 4000, 4001, 10_000, 100_000])
@@ -76,6 +83,64 @@ def test_time_budget_ends_the_linear_decay_where_the_measured_rate_runs_out(monk
     for step in range(101, 301):
         budget.on_train_batch_end(step - 1, {"step": step})
     assert budget.model.stop_training and float(schedule.total_steps) == pytest.approx(300, abs=3)
+
+
+def test_the_last_fraction_of_a_run_reads_whole_sentences_alone(monkeypatch):
+    """`SentencesLast` sets its variable after update 80 of 100 (the last
+    20%), from the start of a run resumed past it, and under a time budget
+    at 80% of the updates the budget expects once it has measured (with the
+    paper's schedule too, which the budget does not move)."""
+    callback = SentencesLast(tf.Variable(0), 0.2, 100, start=0)
+    phases = []
+    for step in range(1, 101):
+        callback.on_train_batch_end(step - 1, {"step": step})
+        phases.append(int(callback.phase.numpy()))
+    assert phases == [0] * 79 + [1] * 21 and callback.switched_at == 80
+    resumed = SentencesLast(tf.Variable(0), 0.2, 100, start=85)
+    assert int(resumed.phase.numpy()) == 1 and resumed.switched_at == 85
+    budget = TimeBudget(minutes=10, schedule=TransformerSchedule(64, 10), last_step=10_000)
+    budget.set_model(keras.Sequential())
+    clock = iter(range(0, 10_000, 2))  # one update every 2 seconds: 300 in the budget
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
+    budget.on_train_begin()
+    timed = SentencesLast(tf.Variable(0), 0.2, 10_000, start=0, budget=budget)
+    assert int(timed.phase.numpy()) == 0
+    for step in range(1, 301):
+        budget.on_train_batch_end(step - 1, {"step": step})
+        timed.on_train_batch_end(step - 1, {"step": step})
+        if timed.switched_at:
+            break
+    assert budget.expected_end == pytest.approx(300, abs=3)
+    assert timed.switched_at == pytest.approx(240, abs=3) and int(timed.phase.numpy()) == 1
+
+
+@pytest.mark.slow
+def test_a_run_reads_whole_sentences_alone_in_its_last_part_or_refuses_in_one_line(tmp_path):
+    """`sentences_last=0.5` on a Ding file of words and sentences: the run's
+    summary (run.json) says its input switched after update 3 of 6, and
+    resumed to 8 updates it reads them from its first; on a Ding file of
+    words alone the run is refused in one line before its folder is made."""
+    words = ding_file(tmp_path / "words")
+    mixed = tmp_path / "mixed"
+    mixed.write_text(words.read_text(encoding="utf-8") + "".join(
+        f"{de} :: {en}\n" for de, en in sentence_pairs(200)), encoding="utf-8")
+    options = RunOptions(
+        output_dir=str(tmp_path / "run"), dataset="ding", ding_path=str(mixed),
+        data_dir=str(tmp_path / "tfds"), vocab_size=150, overrides=dict(
+            d_model=32, d_ff=64, max_length=24), batch_tokens=512, steps=6, sentences_last=0.5,
+        checkpoint_every_steps=2, eval_every_steps=2, bleu_sentences=0, calibrate_sentences=0,
+        verbose=0)
+    assert run_training(options)["sentences_only_after"] == 3
+    assert textfiles.read_json(str(tmp_path / "run" / "run.json"))["sentences_only_after"] == 3
+    resumed = run_training(dataclasses.replace(options, steps=8))
+    assert (resumed["start_step"], resumed["sentences_only_after"]) == (6, 6)
+    alone = dataclasses.replace(options, output_dir=str(tmp_path / "words-run"),
+                                ding_path=str(words), data_dir=str(tmp_path / "tfds-words"))
+    with pytest.raises(ValueError, match="hold no whole sentence") as error:
+        run_training(alone)
+    assert "\n" not in str(error.value) and not os.path.exists(alone.output_dir)
+    with pytest.raises(ValueError, match="sentences_last must be >= 0 and < 1"):
+        run_training(dataclasses.replace(options, sentences_last=1.0))
 
 
 def test_paper_optimizer_uses_the_papers_adam():
