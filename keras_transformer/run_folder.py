@@ -85,7 +85,7 @@ class RunOptions:
     it is, and prepared data (already tokenized) takes only 1.
     `sentences_last`: the fraction of the run's updates, at its end, that
     read only those pairs (`data.switched`; of the updates a time budget
-    is expected to allow; the demo: 0.2 for Ding); prepared data takes
+    is expected to allow; the demo: 0.35 for Ding); prepared data takes
     only 0.
     `calibrate_sentences`: the whole sentences of the validation split the
     run's calibrator is fitted on at its end (`evaluation.calibrate_run`;

@@ -10,7 +10,7 @@ Stages, each reporting its progress:
     preset's steps with --minutes 0), checkpointing as it goes, and average
     the last checkpoints; with a time budget, the small preset's width is
     chosen by timing updates on this machine (`training.sizing`); on Ding,
-    whole sentences are read twice a pass, and alone in the last 20% of the
+    whole sentences are read twice a pass, and alone in the last 35% of the
     updates;
  2. choose the length penalty on the validation whole sentences (4+ words
     ending in . ? or !; `evaluation.choose_length_penalty`) and report BLEU
@@ -87,7 +87,7 @@ def parser():
                         "else 1)")
     p.add_argument("--sentences-last", type=cli.fraction, metavar="FRACTION",
                    help="the last FRACTION of the updates read only the pairs whose source is "
-                        "a whole sentence (default: 0.2 for Ding, else 0)")
+                        "a whole sentence (default: 0.35 for Ding, else 0)")
     p.add_argument("--alpha", type=cli.non_negative_float,
                    help="the length penalty (default: the best of "
                         f"{', '.join(map(str, LENGTH_PENALTIES))} on validation sentences)")
@@ -137,7 +137,7 @@ def train(args):
         vocab_size=args.vocab_size, strategy=args.strategy, precision=precision,
         sentence_repeats=args.sentence_repeats or (2 if args.dataset == "ding" else 1),
         sentences_last=(args.sentences_last if args.sentences_last is not None
-                        else 0.2 if args.dataset == "ding" else 0.0),
+                        else 0.35 if args.dataset == "ding" else 0.0),
         steps=args.steps, time_budget_minutes=args.minutes or None,
         # The small preset makes 2,000-4,000 updates in 15 minutes: average
         # the last 5 of checkpoints 100 updates apart, validate every 500.

@@ -205,8 +205,8 @@ def _train(options):
         raise ValueError(f"{options.dataset} holds token ids, in which whole sentences cannot be "
                          "told apart; train on the raw corpus to repeat them or read them last, "
                          "or drop --sentence-repeats and --sentences-last.")
-    if options.sentences_last and not any(True for _ in data.full_sentences(
-            corpus.pairs("train")).take(1)):
+    if options.sentences_last and next(iter(data.full_sentences(corpus.pairs("train"))),
+                                       None) is None:
         raise ValueError(f"{options.dataset}'s training pairs hold no whole sentence (4+ words "
                          "ending in . ? or !) for the last part of the run to read; drop "
                          "--sentences-last.")
@@ -301,7 +301,8 @@ def _train_from(options, setup):
         print(f"(Pairs whose source is a whole sentence are read {options.sentence_repeats} "
               "times a pass, and counted so.)")
     if options.sentences_last:
-        print(f"(The last {options.sentences_last:.0%} of the updates read those pairs alone.)")
+        print(f"(The last {options.sentences_last:.0%} of the updates read only the pairs whose "
+              "source is a whole sentence.)")
     validation_pairs = setup.corpus.pairs("validation")
     validation_batches = data.token_batches(
         data.encode_pairs(validation_pairs, tokenizer), micro_batch_tokens, config.max_length,
