@@ -2,8 +2,8 @@
 (`graphs`), their config and the tokenizer files, for the ONNX runtime
 (`runtimes.onnx_runner`); the encoder and step graphs written from the
 weights (`onnx_step`), which the runtime searches batches and lone
-sentences over; and translate.onnx (`text`), text in, text out, with the tokenizer and
-onnxruntime's beam search inside. int8 weights are `int8`'s: written and
+sentences over; and translate.onnx (`text`), text in, text out, with the
+tokenizer and onnxruntime's beam search inside. int8 weights are `int8`'s: written and
 checked in float32 first, then quantized."""
 
 import importlib.util
