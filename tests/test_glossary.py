@@ -19,7 +19,7 @@ import pytest
 import simplemma
 import snowballstemmer
 
-from keras_transformer.glossary import Glossary, GlossaryError
+from keras_transformer.glossary import Glossary, GlossaryError, _Words
 
 TBX = """<?xml version="1.0" encoding="UTF-8"?>
 <martif type="TBX" xml:lang="en">
@@ -144,6 +144,23 @@ def test_terms_that_share_a_stem_each_get_the_words_their_form_fits():
 
 
 DING = "/usr/share/trans/de-en"
+
+
+def test_words_are_stemmed_by_snowball_s_c_stemmers_as_by_its_python_ones():
+    """PyStemmer, a dependency, is what `snowballstemmer.stemmer` gives the
+    glossaries (most of the time of loading a large one is stemming): the
+    same stems as snowballstemmer's pure-Python stemmers."""
+    import Stemmer
+    from snowballstemmer.english_stemmer import EnglishStemmer
+    from snowballstemmer.german_stemmer import GermanStemmer
+
+    for language, python in (("de", GermanStemmer()), ("en", EnglishStemmer())):
+        stemmer = _Words(language)._stemmer
+        assert isinstance(stemmer, Stemmer.Stemmer)
+        words = ["häuser", "detektivs", "ärgerliche", "gegangen", "running", "happiness",
+                 "generalizations", "straße"]
+        assert [stemmer.stemWord(word) for word in words] == [python.stemWord(word)
+                                                              for word in words]
 
 
 @functools.lru_cache(maxsize=None)

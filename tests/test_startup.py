@@ -253,13 +253,14 @@ def _installed(*argv, user_level=None, stdin=""):
 
 
 def _train(folder, *options, user_level=None):
-    """`keras-transformer train` of a tiny run, `folder`/run, for two updates
-    on a Ding file of its own (`folder`/de-en), which TFDS prepares in
-    `folder`/tfds."""
+    """`keras-transformer train` of a tiny run (one layer each side),
+    `folder`/run, for two updates on a Ding file of its own
+    (`folder`/de-en), which TFDS prepares in `folder`/tfds."""
     return _installed(
         "train", "--output", folder / "run", "--dataset", "ding",
         "--ding-path", ding_file(folder / "de-en"), "--data-dir", folder / "tfds",
-        "--vocab-size", 120, "--preset", "small", "--set", "d_model=32", "--set", "d_ff=64",
+        "--vocab-size", 120, "--preset", "small", "--set", "num_encoder_layers=1",
+        "--set", "num_decoder_layers=1", "--set", "d_model=32", "--set", "d_ff=64",
         "--set", "max_length=24", "--batch-tokens", 512, "--steps", 2, "--eval-every-steps", 2,
         "--checkpoint-every-steps", 2, "--bleu-sentences", 4, *options, user_level=user_level)
 
