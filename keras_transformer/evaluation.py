@@ -140,12 +140,13 @@ def fit_calibrator(translator, pairs):
 
     Raises:
         ValueError: in one line, for a model that is not float32 or too few
-            pairs.
+            pairs (before anything is translated).
     """
     if translator.model.compute_dtype != "float32":
         raise ValueError("A calibrator is fitted on the float32 model; this translator computes "
                          f"in {translator.model.compute_dtype}.")
     pairs = [(source, reference) for source, reference in pairs if source.strip()]
+    trust.Calibrator.require_sentences(len(pairs))  # before translating them for nothing
     sources = [source for source, _ in pairs]
     translations = translator.translate(sources)
     found = translator.assess(sources, translations)

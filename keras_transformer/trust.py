@@ -283,6 +283,8 @@ class Calibrator:
     best of 0.1 to 50 on the Ding runs' validation sentences, cross-validated)."""
 
     FOLDS = 5
+    MIN_SENTENCES = 10 * FOLDS
+    """The fewest held-out sentences a calibrator is fitted on: ten a fold."""
 
     def __init__(self, signals, mean, scale, weights, bias, slope, intercept, model_digest,
                  alpha, report=None):
@@ -295,15 +297,21 @@ class Calibrator:
         self.report = dict(report or {})
 
     @classmethod
+    def require_sentences(cls, count):
+        """Refuses, in one line, to fit on `count` sentences where that is
+        fewer than `MIN_SENTENCES`."""
+        if count < cls.MIN_SENTENCES:
+            raise ValueError(f"A calibrator is fitted on at least {cls.MIN_SENTENCES} held-out "
+                             f"sentences; got {count}.")
+
+    @classmethod
     def fit(cls, signals, features, chrf, model_digest, alpha):
         """Fits both steps to `features` `(sentences, len(signals))` and each
         sentence's chrF (see the class docstring), and reports how well the
         confidence predicts for the folds."""
         features, chrf = np.asarray(features, np.float64), np.asarray(chrf, np.float64)
         good = chrf >= TARGET
-        if len(chrf) < 10 * cls.FOLDS:
-            raise ValueError(f"A calibrator is fitted on at least {10 * cls.FOLDS} held-out "
-                             f"sentences; got {len(chrf)}.")
+        cls.require_sentences(len(chrf))
         mean = features.mean(axis=0)
         scale = np.where(features.std(axis=0) > 1e-9, features.std(axis=0), 1.0)
         standardized = (features - mean) / scale
