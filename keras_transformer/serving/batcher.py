@@ -142,7 +142,25 @@ class Batcher:
             self._condition.notify_all()
         for item in items:
             item.future.add_done_callback(self._recall)
-        return await asyncio.gather(*(item.future for item in items))
+        try:
+            return await asyncio.gather(*(item.future for item in items))
+        except asyncio.CancelledError:
+            self._withdraw(items)
+            raise
+
+    def _withdraw(self, items):
+        """A request went away (its client, or a document job as the server
+        stops): its sentences still waiting leave the queue, so that no
+        worker translates them for nobody (a stopping server translates what
+        is queued before it ends: a cancelled document's whole rest, once)."""
+        gone = set(items)
+        with self._condition:
+            kept = [item for item in self._queue if item not in gone]
+            if len(kept) < len(self._queue):
+                self._queue.clear()
+                self._queue.extend(kept)
+                self._wake()
+                self._condition.notify_all()
 
     def _wake(self):
         """Tells the workers' running searches when the waiting sentences are

@@ -224,6 +224,34 @@ def test_stopping_the_batcher_answers_everything_queued():
     assert sum(runtime.batches) == 7 and max(runtime.batches) == 4, runtime.batches
 
 
+def test_a_request_that_goes_away_takes_its_waiting_sentences_out_of_the_queue():
+    """Cancelled while its sentences wait (a document job as the server
+    stops): none of them is translated, those of the request beside it
+    are, and the stopping batcher has nothing left to translate."""
+    runtime = _Echo()
+    batcher = Batcher(runtime, max_wait=10.0, workers=1)
+    going = [f"going {index}" for index in range(50)]
+    staying = ["staying 0", "staying 1"]
+
+    async def main():
+        gone = asyncio.ensure_future(batcher.translate(going))
+        kept = asyncio.ensure_future(batcher.translate(staying))
+        await asyncio.sleep(0)  # both queued
+        assert batcher.queued == 52
+        gone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        assert batcher.queued == 2
+        batcher.start()
+        return await asyncio.wait_for(kept, 30)
+
+    try:
+        answers = asyncio.run(main())
+    finally:
+        batcher.stop()
+    assert [found[0][0] for found in answers] == staying and sum(runtime.batches) == 2
+
+
 @pytest.mark.filterwarnings("ignore::keras_transformer.textfiles.TruncationWarning")
 def test_a_client_that_goes_away_frees_its_slots_and_the_others_are_answered(
         runtime, translator, monkeypatch):
