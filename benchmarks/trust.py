@@ -25,7 +25,8 @@ Reported:
 - how many translations the guard did not flag are bit-identical
   (translation and score);
 - the time of the held-out file with and without the guard, and with the
-  confidence asked for, in turns (`--repeats`, the median);
+  confidence asked for, in turns (`--repeats`; the median time, and the
+  median over the turns of each turn's ratio);
 - detection on the held-out sentences: bad translations (a loop, a copy,
   or the worst quarter by sentence chrF) against good ones (the best
   quarter, no flag), separated by the confidence and by the search's own
@@ -181,19 +182,26 @@ def main():
         print(f"  chrF of the held-out sentences: {score(texts_before, references).chrf:.2f} -> "
               f"{score(texts_after, references).chrf:.2f}")
 
-        times = {"without the guard": [], "with the guard": [], "with the confidence": []}
-        for _ in range(args.repeats):
-            for name, call in (("without the guard", lambda: plain.translate(sources)),
-                               ("with the guard", lambda: guarded.translate(sources)),
-                               ("with the confidence",
-                                lambda: guarded.translate(sources, quality=True))):
+        calls = {"without the guard": lambda: plain.translate(sources),
+                 "with the guard": lambda: guarded.translate(sources),
+                 "with the confidence": lambda: guarded.translate(sources, quality=True)}
+        times = {name: [] for name in calls}
+        for turn in range(args.repeats):
+            # Each turn times the three in turns, in an order that rotates;
+            # each one's ratio is its median over the turns of its time to
+            # the same turn's time without the guard, which the machine's
+            # drift between turns (5-30% here) moves less than the ratio of
+            # medians.
+            names = list(calls)[turn % 3:] + list(calls)[:turn % 3]
+            for name in names:
                 start = time.perf_counter()
-                call()
+                calls[name]()
                 times[name].append(time.perf_counter() - start)
-        base = statistics.median(times["without the guard"])
+        base = times["without the guard"]
         print("  the held-out file: " + ", ".join(
-            f"{name} {statistics.median(values):.2f} s ({statistics.median(values) / base:.3f}x)"
-            for name, values in times.items()))
+            f"{name} {statistics.median(values):.2f} s "
+            f"({statistics.median(t / b for t, b in zip(values, base)):.3f}x)"
+            for name, values in times.items()) + f" (medians of {args.repeats} turns)")
 
         chrf = np.array([sacrebleu.sentence_chrf(t, [r]).score
                          for t, r in zip(texts_after, references)])

@@ -227,7 +227,7 @@ class Translator:
         guard: search again each translation that loops or runs away
             (`trust.GUARDED` flags), with repeated pairs of tokens banned,
             and keep that try where it does neither, or cut the
-            translation before its loop where it still does (`_mended`);
+            translation before its loop where it still does (`_Mending`);
             translations not flagged are untouched. Not for sampling, nor
             for a glossary's sentences (flagged only). Default on.
         calibrator: a `trust.Calibrator` fitted for this model, which turns
@@ -634,11 +634,21 @@ class Translator:
                                         translation, tokens, attended)
 
         align = align if aligned else None
+        # The guard's (`_Mending`) sentences: not a glossary's (flagged
+        # only, by `assess`), nor blank ones.
+        guarded = ({i for i in range(len(sentences)) if i not in bound and lengths[i]}
+                   if self.guard and self.sampling is None else set())
+
+        def mending(results):
+            """The guard over the window's `results`."""
+            return _Mending(self, sentences, lengths, lambda i: padded([i])[0], results, n_best,
+                            aligned, align, shared)
+
         if self.slots and self.sampling is None:
             results = self._search_slots(values, splits, lengths, n_best, one, on_batch, align)
-            if self.guard:
-                self._guard(sentences, lengths, results, n_best, aligned, (), padded, align)
-            return results
+            guard = mending(results)
+            guard.flag(sorted(guarded))
+            return guard.settled()
         batches = []
         for group in ([i for i in range(len(sentences)) if i not in bound], sorted(bound)):
             group = np.array(group, dtype=np.int64)
@@ -646,9 +656,11 @@ class Translator:
                 batches += [group[batch] for batch in length_batches(
                     lengths[group] + 1, self.batch_tokens, self.batch_size)]
         results = [None] * len(sentences)
+        guard = mending(results)
         unmet = []  # the constrained sentences whose best misses a term
         if self.in_flight == 1 or len(batches) == 1:  # no pool to start for one batch
             self._collect(map(search, batches), results, n_best, on_batch, align, unmet)
+            guard.flag(sorted(guarded))
         else:
             # A pool a window, shut down however the window ends: callers on
             # several threads share no pool, and its threads cost
@@ -659,11 +671,12 @@ class Translator:
             # Python used to wait for it at exit forever.
             with concurrent.futures.ThreadPoolExecutor(self.in_flight) as threads:
                 try:
-                    self._collect(threads.map(search, batches), results, n_best, on_batch, align,
-                                  unmet)
+                    self._collect(self._flagging([threads.submit(search, batch)
+                                                  for batch in batches], guard, guarded, threads),
+                                  results, n_best, on_batch, align, unmet)
                 except BaseException:
-                    # Ctrl-C (or an error): the queued batches are dropped,
-                    # not searched first.
+                    # Ctrl-C (or an error): the queued batches (and tries)
+                    # are dropped, not searched first.
                     threads.shutdown(wait=False, cancel_futures=True)
                     raise
         for i in sorted(unmet):
@@ -676,88 +689,69 @@ class Translator:
                 f"{', '.join(repr(term) for term in missing) or 'every term'} of "
                 f"{glossary.name} (the output limit came first); its best is given as it is"),
                 stacklevel=3)
-        if self.guard and self.sampling is None:
-            self._guard(sentences, lengths, results, n_best, aligned, bound, padded, align,
-                        shared)
-        return results
+        return guard.settled()
 
-    def _guard(self, sentences, lengths, results, n_best, aligned, bound, padded, align,
-               shared=False):
-        """The guard (see the class docstring) over a window's `results`, in
-        place (`_mended`): the sentences in `bound` (a glossary's) are left
-        as they are; `padded(rows)` gives the search's sources, `align` as
-        in `_collect`; `shared` as in `_mended`."""
-        rows = [i for i in range(len(results)) if i not in bound and lengths[i]]
-        mended = self._mended([sentences[i] for i in rows], [padded([i])[0] for i in rows],
-                              [results[i] for i in rows], n_best, aligned,
-                              align and [functools.partial(align, i) for i in rows], shared)
-        for i, result in zip(rows, mended):
-            results[i] = result
+    def _flagging(self, futures, guard, guarded, pool):
+        """The searched batches of `futures` (a window's, on `pool`, in the
+        order they were started) as they end, for `_collect` (which writes
+        each sentence's place, in any order); the sentences of each batch in
+        `guarded` are flagged by `guard` (a `_Mending`) once written. Those
+        flagged in all but the last `in_flight` batches are searched again in
+        one batch once these have ended: with every batch started, on a
+        thread left free while the last ones run. Those flagged in the last
+        ones are searched again after them. The tries' batches are the same
+        in whatever order the searches end, and so are their translations."""
+        first = set(futures[:-self.in_flight])
+        last = []
+        for future in concurrent.futures.as_completed(futures):
+            searched = future.result()
+            yield searched
+            rows = [i for i in searched[0].tolist() if i in guarded]
+            if future not in first:
+                last += rows
+                continue
+            guard.flag(rows)
+            first.discard(future)
+            if not first:
+                guard.retry(pool, 1)
+        guard.flag(last)
+        guard.retry(pool, self.in_flight)
 
     def _mended(self, sentences, sources, results, n_best, aligned, aligners=None,
                 shared=False):
         """`results` (as `translate` gives them) of `sentences` (their ids as
-        the search reads them, `sources`, a row each), with each one whose
-        best translation loops or runs away (`trust.loop_of`,
-        `trust.ran_away`) searched again (apart from the others, the
-        flagged ones together) with every pair of tokens banned from
-        repeating (`GUARD_NGRAM`), and replaced by that try where it does
-        neither. Where it still does, the translation is cut before its
-        loop, and its flags are kept for `assess` (the cut text no longer
-        shows them). `aligners`: for aligned results, each sentence's
+        the search reads them, `sources`, a row each), mended by the guard
+        (`_Mending`). `aligners`: for aligned results, each sentence's
         `align(translation, tokens, attended)`; `shared`: search again with
         the constrained search's trace (with no constraints), as the
-        window's searches did."""
-        results = list(results)
+        searches before did."""
         counts = [int(np.sum((source != self.tokenizer.pad_id) & (source != self.tokenizer.eos_id)))
                   for source in sources]
-        loops = {k: loop for k, result in enumerate(results)
-                 if (loop := self._runaway(sentences[k], _best_text(result, aligned),
-                                           counts[k])) is not False}
-        # The flagged sentences in `in_flight` batches of like lengths,
-        # searched at once as a window's batches are.
-        flagged = sorted(loops, key=lambda k: -counts[k])
-        batches = [flagged[part::self.in_flight]
-                   for part in range(min(self.in_flight, len(flagged)))]
-        with concurrent.futures.ThreadPoolExecutor(max(len(batches), 1)) as threads:
-            tried = list(threads.map(lambda batch: self._retried(
-                batch, sources, n_best, aligned, aligners, shared), batches))
-        for batch, found in zip(batches, tried):
-            for k, each in zip(batch, found):
-                best = (each[0] if aligned else each)[0][0]
-                if self._runaway(sentences[k], best, counts[k]) is False:
-                    results[k] = _as_asked(each, n_best, aligned)
-                    del loops[k]
-        for k, loop in loops.items():  # the try loops or runs away too
-            best = _best_text(results[k], aligned)
-            flags = self._guarded_flags(sentences[k], best, counts[k])
-            if loop is not None:
-                results[k] = _cut(results[k], trust.cut_before_loop(best, loop), aligned)
-            with self._lock:
-                self._stuck[sentences[k], _best_text(results[k], aligned)] = flags
-                while len(self._stuck) > KEPT_FLAGS:
-                    self._stuck.popitem(last=False)
-        return results
+        mending = _Mending(self, sentences, counts, sources.__getitem__, list(results), n_best,
+                           aligned, aligners and (lambda k, *kept: aligners[k](*kept)), shared)
+        mending.flag(range(len(sentences)))
+        return mending.settled()
 
-    def _retried(self, batch, sources, n_best, aligned, aligners, shared=False):
+    def _retried(self, sources, n_best, aligned, align, shared=False):
         """The results (lists of `(translation, score)`, with `aligned` each
-        with its alignment) of the sentences `batch` (indexes of `sources`)
-        searched with the n-grams of `GUARD_NGRAM` tokens banned from
-        repeating (`shared`: see `_mended`)."""
-        inputs = (pad_sources([sources[k] for k in batch], self.tokenizer.pad_id),
-                  np.zeros(len(batch), bool), tf.constant(0, tf.int64),
+        with its `align(row, translation, tokens, attended)`) of `sources`
+        (rows of ids as the search reads them) searched with the n-grams of
+        `GUARD_NGRAM` tokens banned from repeating (`shared`: see
+        `_mended`)."""
+        inputs = (pad_sources(sources, self.tokenizer.pad_id),
+                  np.zeros(len(sources), bool), tf.constant(0, tf.int64),
                   tf.constant(self.alpha, tf.float32), self._output_weights,
                   tf.constant(GUARD_NGRAM, tf.int32))
         if shared:
-            none = Constraints.of([[]] * len(batch))
+            none = Constraints.of([[]] * len(sources))
             searched = self._bound[(n_best or 1) == 1, aligned](*inputs, none.phrases, none.owner)
         else:
             searched = (self._translate_aligned if aligned else self._translate
                         if (n_best or 1) == 1 or self.beam_size == 1 else self._translate_n_best
                         )(*inputs)
-        found = [None] * len(batch)
-        self._collect([(np.arange(len(batch)), searched, shared)], found, n_best or 1, None,
-                      aligners and (lambda row, *kept: aligners[batch[row]](*kept)), [])
+        found = [None] * len(sources)
+        self._collect([(np.arange(len(sources)), searched, shared)], found, n_best or 1, None,
+                      align, [])
         return found
 
     def _runaway(self, sentence, translation, source_tokens):
@@ -1093,6 +1087,97 @@ class SlotTranslator:
         for key in keys:
             del self._sources[key]
         return keys
+
+
+class _Mending:
+    """The guard (`Translator`'s `guard`) over `results` (as `translate`
+    gives them, mended in place) of `sentences`: `flag` reads the results of
+    some of them once they are written, and finds each best translation
+    that loops or runs away (`trust.loop_of`, `trust.ran_away`); `retry`
+    searches those found so far again, with every pair of tokens banned from
+    repeating (`GUARD_NGRAM`), on a pool's threads; `settled` waits for the
+    tries and keeps each one that does neither. Where it still does, the
+    translation is cut before its loop, and its flags are kept for `assess`
+    (the cut text no longer shows them).
+
+    A window's searches flag their results batch by batch and retry while
+    their last batch runs (`Translator._flagging`): that batch most often
+    holds the shortest sentences, many of them, and searches alone while
+    the pool's other thread waits, so the tries cost little time there. On
+    the demo's run of `benchmarks/trust.py`, a thread waited 0.3 s of a
+    1.3 s file, and the tries searched after the file made it 1.089x as
+    long as without the guard; searched there, 1.03x.
+
+    Args:
+        translator: the `Translator` whose searches these are.
+        sentences: the cleaned sentences (by index).
+        counts: the number of source tokens of each, as searched.
+        source: index -> the sentence's ids as the search reads them.
+        results: the results, written by index.
+        n_best, aligned: as `translate` was asked.
+        align: for aligned results, `align(index, translation, tokens,
+            attended)`.
+        shared: search again with the constrained search's trace (with no
+            constraints), as the searches before did.
+    """
+
+    def __init__(self, translator, sentences, counts, source, results, n_best, aligned, align,
+                 shared):
+        self.translator = translator
+        self.sentences, self.counts, self.source = sentences, counts, source
+        self.results, self.n_best, self.aligned = results, n_best, aligned
+        self.align, self.shared = align, shared
+        self.loops = {}  # index -> its `trust.Loop`, or None where it runs away without one
+        self.waiting = []  # the flagged indexes not yet searched again
+        self.tries = []  # (indexes, the future of their results)
+
+    def flag(self, indexes):
+        """Finds the loops and runaways among the results of `indexes`."""
+        for k in indexes:
+            loop = self.translator._runaway(self.sentences[k],
+                                            _best_text(self.results[k], self.aligned),
+                                            self.counts[k])
+            if loop is not False:
+                self.loops[k] = loop
+                self.waiting.append(k)
+
+    def retry(self, pool, parts):
+        """Searches the flagged sentences not yet searched again on `pool`,
+        in up to `parts` batches of like lengths."""
+        flagged = sorted(self.waiting, key=lambda k: (-self.counts[k], k))
+        self.waiting = []
+        for part in range(min(parts, len(flagged))):
+            batch = flagged[part::parts]
+            align = self.align and (lambda row, *kept, batch=batch: self.align(batch[row], *kept))
+            self.tries.append((batch, pool.submit(
+                self.translator._retried, [self.source(k) for k in batch], self.n_best,
+                self.aligned, align, self.shared)))
+
+    def settled(self):
+        """The results, mended: the flagged sentences not yet searched again
+        are, in `in_flight` batches at once."""
+        if self.waiting:
+            with concurrent.futures.ThreadPoolExecutor(self.translator.in_flight) as pool:
+                self.retry(pool, self.translator.in_flight)
+        translator = self.translator
+        for batch, found in self.tries:
+            for k, each in zip(batch, found.result()):
+                best = (each[0] if self.aligned else each)[0][0]
+                if translator._runaway(self.sentences[k], best, self.counts[k]) is False:
+                    self.results[k] = _as_asked(each, self.n_best, self.aligned)
+                    del self.loops[k]
+        for k, loop in self.loops.items():  # the try loops or runs away too
+            best = _best_text(self.results[k], self.aligned)
+            flags = translator._guarded_flags(self.sentences[k], best, self.counts[k])
+            if loop is not None:
+                self.results[k] = _cut(self.results[k], trust.cut_before_loop(best, loop),
+                                       self.aligned)
+            with translator._lock:
+                translator._stuck[self.sentences[k], _best_text(self.results[k],
+                                                                self.aligned)] = flags
+                while len(translator._stuck) > KEPT_FLAGS:
+                    translator._stuck.popitem(last=False)
+        return self.results
 
 
 def _best_text(result, aligned):

@@ -6,6 +6,9 @@ flagged; translations not flagged untouched, alone and in batches; the
 confidence the same alone and in a batch; the calibrator fitted, kept with
 the run and set aside for another model."""
 
+import itertools
+import threading
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -150,6 +153,35 @@ def test_a_loop_is_searched_again_and_mended(small_run, beam_size):
     # tokens are written, not how they are scored.
     signals = guarded.assess(["das Haus"], ["Haus Haus"])[0].signals
     assert abs(signals["score"] - found[0][0][0][1]) < 2e-4
+
+
+def test_a_windows_loops_are_searched_again_while_its_last_search_runs(small_run):
+    """With two searches in flight, the loops found in a window's first
+    batches are searched again on the thread that its last batches leave
+    free, while the last one still searches; the tries' translations are
+    the same whichever search ends first."""
+    model, tokenizer = run_folder.load_model(small_run), run_folder.load_tokenizer(small_run)
+    _looping(model, tokenizer, second=model.config.eos_id)
+    sentences = ["das Haus", "der Baum ist groß", "ein Haus", "klein", "der Baum"]
+    translator = Translator(model, tokenizer, batch_size=1, in_flight=2)
+    before = Translator(model, tokenizer, batch_size=1, guard=False).translate(sentences)
+    assert all(trust.loop_of(s, found) is not None for s, found in zip(sentences, before))
+    expected = translator.translate(sentences, n_best=1)
+    assert all(trust.loop_of(s, found[0][0]) is None for s, found in zip(sentences, expected))
+    searched, started, tried, waits = translator._translate, itertools.count(1), \
+        threading.Event(), []
+
+    def search(*inputs):
+        # The last argument is the n-gram ban: a try's, or 0 in a first search.
+        if int(inputs[-1]):
+            tried.set()
+        elif next(started) == len(sentences):  # the window's last batch
+            waits.append(tried.wait(30))
+        return searched(*inputs)
+
+    translator._translate = search
+    assert translator.translate(sentences, n_best=1) == expected
+    assert waits == [True]
 
 
 def test_a_loop_no_search_escapes_is_cut_before_it_and_stays_flagged(small_run):
