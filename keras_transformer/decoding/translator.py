@@ -717,18 +717,14 @@ class Translator:
         guard.flag(last)
         guard.retry(pool, self.in_flight)
 
-    def _mended(self, sentences, sources, results, n_best, aligned, aligners=None,
-                shared=False):
+    def _mended(self, sentences, sources, results, n_best, aligned, align=None):
         """`results` (as `translate` gives them) of `sentences` (their ids as
         the search reads them, `sources`, a row each), mended by the guard
-        (`_Mending`). `aligners`: for aligned results, each sentence's
-        `align(translation, tokens, attended)`; `shared`: search again with
-        the constrained search's trace (with no constraints), as the
-        searches before did."""
+        (`_Mending`; `align` as it takes it)."""
         counts = [int(np.sum((source != self.tokenizer.pad_id) & (source != self.tokenizer.eos_id)))
                   for source in sources]
         mending = _Mending(self, sentences, counts, sources.__getitem__, list(results), n_best,
-                           aligned, aligners and (lambda k, *kept: aligners[k](*kept)), shared)
+                           aligned, align, shared=False)
         mending.flag(range(len(sentences)))
         return mending.settled()
 
@@ -737,7 +733,7 @@ class Translator:
         with its `align(row, translation, tokens, attended)`) of `sources`
         (rows of ids as the search reads them) searched with the n-grams of
         `GUARD_NGRAM` tokens banned from repeating (`shared`: see
-        `_mended`)."""
+        `_Mending`)."""
         inputs = (pad_sources(sources, self.tokenizer.pad_id),
                   np.zeros(len(sources), bool), tf.constant(0, tf.int64),
                   tf.constant(self.alpha, tf.float32), self._output_weights,
@@ -1070,8 +1066,7 @@ class SlotTranslator:
             if translator.guard and source_ids:
                 result, = translator._mended(
                     [cleaned], [np.array(source_ids + [translator.tokenizer.eos_id], np.int32)],
-                    [result], self.n_best, self.aligned,
-                    [functools.partial(align, 0)] if self.aligned else None)
+                    [result], self.n_best, self.aligned, align if self.aligned else None)
             results.append((key, *(result if self.aligned else (result, None))))
         if self.on_aligned is not None:
             self.on_aligned(sentences, [(hypotheses, alignment)
